@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The README's main-job command: set up, then write the demo report (report.html + trace files).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec .venv/bin/etlens report --demo -o "${1:-report.html}"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Create .venv and install etlens with every extra its tests need, plus Debian's chromium.
+# Safe to rerun: every step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  echo "== installing Debian chromium (browser tests)"
+  $SUDO apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+fi
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.etlens-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+  echo "== installing torch==2.13.0 and etlens[executorch,dev]"
+  .venv/bin/pip install -q -c constraints.txt torch==2.13.0
+  .venv/bin/pip install -q -c constraints.txt -e ".[executorch,dev]"
+  touch "$stamp"
+fi

@@ -1,0 +1,72 @@
+"""etlens: make compiled PyTorch / ExecuTorch models understandable.
+
+Read any ExecuTorch artifact (``.pt2``, ``.pte``, ``.etrecord``, ``.etdp`` + debug buffer, pass
+traces) into one graph model, and see what the compiler did, where the time goes on the device
+and where the numbers drift.
+
+Public names are imported lazily so ``import etlens`` stays fast and does not load torch::
+
+    import etlens
+    art = etlens.read("model.pte")
+    insp = etlens.Inspector(etdump_path="run.etdp", etrecord="model.etrecord")
+    insp.to_dataframe()
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+#: public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # model and readers
+    "Graph": "etlens.model",
+    "Node": "etlens.model",
+    "TensorMeta": "etlens.model",
+    "DelegateInfo": "etlens.model",
+    "read": "etlens.readers",
+    "read_object": "etlens.readers",
+    "sniff": "etlens.readers",
+    # errors
+    "EtlensError": "etlens.errors",
+    "FormatError": "etlens.errors",
+    "MissingDataError": "etlens.errors",
+    "UnsupportedFormatError": "etlens.errors",
+    # inspector
+    "Inspector": "etlens.analysis.inspector",
+    "Event": "etlens.analysis.inspector",
+    "EventBlock": "etlens.analysis.inspector",
+    "PerfData": "etlens.model.events",
+    # delegation
+    "get_delegation_info": "etlens.analysis.delegation",
+    "format_delegated_graph": "etlens.analysis.delegation",
+    "print_delegated_graph": "etlens.analysis.delegation",
+    # viewer
+    "generate_html": "etlens.views.html",
+    "generate_multi_pass_html": "etlens.views.html",
+    "extract_from_pte": "etlens.views.html",
+    "extract_from_etrecord": "etlens.views.html",
+    "extract_from_exported_program": "etlens.views.html",
+    "visualize_edge_manager": "etlens.views.html",
+    # pass tracer
+    "trace_passes": "etlens.passes.tracer",
+    "register_backend": "etlens.passes.backends",
+    "BackendConfig": "etlens.passes.backends",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'etlens' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

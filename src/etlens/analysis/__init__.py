@@ -1,0 +1,1 @@
+"""Analyses over the shared model: inspector, numerics, delegation."""

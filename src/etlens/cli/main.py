@@ -1,0 +1,74 @@
+"""``etlens`` command line: one thin module per subcommand, registered in :data:`COMMANDS`.
+
+Each subcommand module defines ``register(subparsers)`` which adds its parser (with an
+example in its epilog) and sets ``func`` to a ``run(args) -> int`` function. Modules here must
+stay light at import time: heavy libraries are imported inside ``run``.
+
+Errors: an :class:`~etlens.errors.EtlensError` prints one line and exits 1; anything else prints
+one line asking for a bug report (``--debug`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..errors import EtlensError
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+#: Subcommand modules, in the order ``etlens --help`` lists them.
+COMMANDS = ["report", "info", "view", "inspect", "gap", "trace", "delegation", "model_explorer", "demos"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="etlens",
+        description="Make compiled PyTorch / ExecuTorch models understandable: graphs, passes, "
+                    "device timings and numeric drift, from the files alone.",
+        epilog="Start with: etlens report --demo -o report.html",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"etlens {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"etlens.cli.{name}")
+        except ImportError:  # a subcommand whose module is not there yet
+            continue
+        mod.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except EtlensError as exc:
+        if args.debug:
+            raise
+        print(f"etlens: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("etlens: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the CLI never shows a bare traceback
+        if args.debug:
+            raise
+        print(f"etlens: internal error: {type(exc).__name__}: {exc} "
+              "(this is a bug in etlens: rerun with --debug and report the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

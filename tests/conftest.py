@@ -1,0 +1,82 @@
+"""Shared test fixtures: real ExecuTorch artifacts built once per session into a cache directory.
+
+``artifacts`` builds every case of ``tests/fixtures/generate.py`` (a few seconds each) the first
+time and reuses them while the generator and demo models are unchanged. The cache lives in
+``$ETLENS_FIXTURE_CACHE`` (default ``.cache/fixtures``). Tests that need them are skipped when
+ExecuTorch is not installed; committed tiny artifacts live in ``tests/data``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GENERATOR = ROOT / "tests" / "fixtures" / "generate.py"
+DATA = ROOT / "tests" / "data"
+CACHE = Path(os.environ.get("ETLENS_FIXTURE_CACHE", ROOT / ".cache" / "fixtures"))
+
+
+def _has_executorch() -> bool:
+    try:
+        import executorch.exir  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+HAS_EXECUTORCH = _has_executorch()
+requires_executorch = pytest.mark.skipif(not HAS_EXECUTORCH, reason="needs the executorch extra")
+
+
+def _source_key() -> str:
+    h = hashlib.sha256()
+    for p in (GENERATOR, ROOT / "src" / "etlens" / "demos.py"):
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _build_all() -> Path:
+    from filelock import FileLock
+
+    out = CACHE / _source_key()
+    out.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out / ".lock")):
+        manifest = out / "manifest.json"
+        sys.path.insert(0, str(GENERATOR.parent))
+        from generate import CASES  # noqa: E402
+
+        have = json.loads(manifest.read_text()) if manifest.exists() else {}
+        missing = [c for c in CASES if c not in have]
+        if missing:
+            proc = subprocess.run([sys.executable, str(GENERATOR), str(out), *missing],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"fixture generation failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> dict[str, SimpleNamespace]:
+    """``{case: namespace(pte, etrecord, pt2, etdump, debug_buffer)}`` of absolute paths (str)."""
+    if not HAS_EXECUTORCH:
+        pytest.skip("needs the executorch extra to build real artifacts")
+    out = _build_all()
+    manifest = json.loads((out / "manifest.json").read_text())
+    return {name: SimpleNamespace(name=name, **{k: str(out / v) for k, v in files.items()})
+            for name, files in manifest.items()}
+
+
+@pytest.fixture(scope="session")
+def committed() -> dict[str, SimpleNamespace]:
+    """Tiny artifacts committed in tests/data (readable without ExecuTorch)."""
+    manifest = json.loads((DATA / "manifest.json").read_text())
+    return {name: SimpleNamespace(name=name, **{k: str(DATA / v) for k, v in files.items()})
+            for name, files in manifest.items()}
