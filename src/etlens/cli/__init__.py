@@ -1,5 +1,1 @@
-"""The ``etlens`` command line (see :mod:`etlens.cli.main`)."""
-
-from .main import main
-
-__all__ = ["main"]
+"""The ``etlens`` command line; the entry point is :func:`etlens.cli.main.main`."""

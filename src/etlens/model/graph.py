@@ -59,7 +59,8 @@ _MEMORY_OPS = frozenset(
     alloc empty empty_like zeros zeros_like full full_like move detach detach_copy as_strided
     as_strided_copy index_select chunk narrow stack""".split()
 )
-_QUANT_WORDS = ("quantize", "dequantize", "choose_qparams")
+_QUANT_PREFIXES = ("quantize_", "dequantize_", "choose_qparams")
+_QUANT_NAMESPACES = frozenset({"quantized_decomposed", "torchao", "quant"})
 _CORE_NAMESPACES = frozenset({"aten", "prim", "prims", "", "builtins", "operator", "_operator"})
 
 
@@ -86,9 +87,10 @@ def categorize(target: str | None, kind: str = "op") -> str:
     low = name.lower()
     if "call_delegate" in low or "lowered_module" in low:
         return "delegate"
-    if any(w in low for w in _QUANT_WORDS):
-        return "quantize"
     namespace, op = (parts[0], parts[1]) if len(parts) >= 2 else ("", parts[0])
+    if op.startswith(_QUANT_PREFIXES) or op in ("quantize", "dequantize") or (
+            namespace in _QUANT_NAMESPACES and "quant" in op):
+        return "quantize"
     if namespace in ("dim_order_ops",):
         return "memory"
     if op in _MEMORY_OPS or parts[-1] in _MEMORY_OPS:
