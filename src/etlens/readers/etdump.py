@@ -1,0 +1,538 @@
+"""Native ETDump (``.etdp``) reader: the FlatBuffer bytes straight into numpy columns.
+
+An ETDump is a size-prefixed FlatBuffer (file identifier ``ED00``) written by the ExecuTorch
+runtime: ``ETDump{version, run_data: [RunData]}``, each ``RunData{name, bundled_input_index,
+allocators, events}`` and each event one of ``ProfileEvent`` (timings), ``AllocationEvent``
+(allocator id + size) or ``DebugEvent`` (a ``Value`` whose tensors point by offset into the
+separate *debug buffer* file).
+
+ExecuTorch's own loader shells out to ``flatc``, converts the dump to JSON and builds one Python
+object per event. This reader decodes every field of every event with a handful of vectorised
+gathers (:mod:`._etdump_fb`) and keeps them as columns (:class:`RunEvents`); names are interned.
+Tensor payloads are never copied: :class:`DebugBuffer` memory-maps the debug buffer and
+:meth:`ETDump.debug_value` decodes one value on demand (bounds-checked, every scalar type
+including bf16, fp16, int8/uint8, bool and float8).
+
+Example::
+
+    from etlens.readers.etdump import read_etdump, DebugBuffer
+    dump = read_etdump("run.etdp")
+    run = dump.runs[1]
+    run.kind, run.start_time[:5], dump.strings[run.name_id[0]]
+    buf = DebugBuffer("run.debug.bin")
+    dump.debug_value(1, int(run.debug_indices()[0]), buf)   # -> torch.Tensor
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import FormatError, MissingDataError, TruncatedFileError
+from ._etdump_fb import FB
+from .base import Artifact
+
+__all__ = [
+    "PROFILE", "ALLOCATION", "DEBUG", "EMPTY", "VALUE_TYPES", "SCALAR_TYPES",
+    "RunEvents", "ETDump", "DebugBuffer", "TensorRef", "EtdumpArtifact", "read_etdump", "read",
+]
+
+#: event kinds (``RunEvents.kind``)
+PROFILE, ALLOCATION, DEBUG, EMPTY = 0, 1, 2, 3
+KIND_NAMES = {PROFILE: "profile", ALLOCATION: "allocation", DEBUG: "debug", EMPTY: "empty"}
+
+#: ``etdump.ValueType`` enum
+VALUE_TYPES = ["Null", "Int", "Bool", "Float", "Double", "Tensor", "TensorList", "String"]
+V_NULL, V_INT, V_BOOL, V_FLOAT, V_DOUBLE, V_TENSOR, V_TENSOR_LIST, V_STRING = range(8)
+
+#: ``executorch_flatbuffer.ScalarType`` code -> (name, numpy storage dtype, torch dtype name).
+#: The numpy dtype is how the bytes are read; the torch dtype is what the tensor is viewed as
+#: (bf16 and float8 have no numpy dtype, so they are read as raw ints and reinterpreted).
+SCALAR_TYPES: dict[int, tuple[str, str, str]] = {
+    0: ("BYTE", "u1", "uint8"),
+    1: ("CHAR", "i1", "int8"),
+    2: ("SHORT", "<i2", "int16"),
+    3: ("INT", "<i4", "int32"),
+    4: ("LONG", "<i8", "int64"),
+    5: ("HALF", "<f2", "float16"),
+    6: ("FLOAT", "<f4", "float32"),
+    7: ("DOUBLE", "<f8", "float64"),
+    11: ("BOOL", "?", "bool"),
+    12: ("QINT8", "i1", "int8"),       # quantized storage: the integer representation
+    13: ("QUINT8", "u1", "uint8"),
+    14: ("QINT32", "<i4", "int32"),
+    15: ("BFLOAT16", "<i2", "bfloat16"),
+    16: ("QUINT4X2", "u1", "uint8"),   # packed nibbles, left packed
+    17: ("QUINT2X4", "u1", "uint8"),
+    22: ("BITS16", "<u2", "uint16"),
+    23: ("FLOAT8E5M2", "u1", "float8_e5m2"),
+    24: ("FLOAT8E4M3FN", "u1", "float8_e4m3fn"),
+    25: ("FLOAT8E5M2FNUZ", "u1", "float8_e5m2fnuz"),
+    26: ("FLOAT8E4M3FNUZ", "u1", "float8_e4m3fnuz"),
+    27: ("UINT16", "<u2", "uint16"),
+    28: ("UINT32", "<u4", "uint32"),
+    29: ("UINT64", "<u8", "uint64"),
+}
+
+
+@dataclass
+class TensorRef:
+    """A tensor logged in a debug event: its type, shape and where its bytes are in the debug buffer."""
+
+    scalar_type: int
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+    @property
+    def dtype_name(self) -> str:
+        return SCALAR_TYPES.get(self.scalar_type, (f"ScalarType({self.scalar_type})",))[0]
+
+    @property
+    def nbytes(self) -> int:
+        spec = SCALAR_TYPES.get(self.scalar_type)
+        if spec is None:
+            return 0
+        return int(np.prod(self.sizes, dtype=np.int64)) * np.dtype(spec[1]).itemsize
+
+
+@dataclass
+class RunEvents:
+    """The events of one ``RunData`` as parallel numpy columns (one row per event, file order).
+
+    Columns: ``kind`` (PROFILE/ALLOCATION/DEBUG/EMPTY), ``name_id`` and ``delegate_id_str``
+    (ids into :attr:`ETDump.strings`, -1 = absent), ``chain_index`` (int64; a debug event's
+    unsigned chain is reinterpreted, so ``2**64-1`` reads -1 — see ``chain_key``),
+    ``instruction_id`` and ``delegate_id_int`` (-1 = unset), ``metadata_pos``/``metadata_len``
+    (delegate debug metadata bytes, len -1 = absent), ``start_time``/``end_time`` (uint64, raw
+    runtime ticks), ``allocator_id``/``allocation_size``, and for debug events ``value_type``
+    (index into :data:`VALUE_TYPES`, -1 = no value), ``is_output`` (run output, not an
+    intermediate), ``tensor_pos`` (0 = none), ``scalar_type``, ``tensor_offset``,
+    ``sizes_pos``/``ndim``, ``value_pos``.
+    """
+
+    name: str
+    bundled_input_index: int
+    allocators: list[str]
+    kind: np.ndarray
+    name_id: np.ndarray
+    chain_index: np.ndarray
+    chain_unsigned: np.ndarray
+    instruction_id: np.ndarray
+    delegate_id_int: np.ndarray
+    delegate_id_str: np.ndarray
+    metadata_pos: np.ndarray
+    metadata_len: np.ndarray
+    start_time: np.ndarray
+    end_time: np.ndarray
+    allocator_id: np.ndarray
+    allocation_size: np.ndarray
+    value_pos: np.ndarray
+    value_type: np.ndarray
+    is_output: np.ndarray
+    tensor_pos: np.ndarray
+    scalar_type: np.ndarray
+    tensor_offset: np.ndarray
+    sizes_pos: np.ndarray
+    ndim: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    @property
+    def chain_key(self) -> np.ndarray:
+        """Chain index as a collision-free int64 key (a debug event's unsigned ``2**64-1`` stays
+        distinct from a profile event's signed -1, as in the schema)."""
+        return self.chain_index * 2 + self.chain_unsigned.astype(np.int64)
+
+    def debug_indices(self) -> np.ndarray:
+        return np.flatnonzero(self.kind == DEBUG)
+
+    def counts(self) -> dict[str, int]:
+        c = np.bincount(self.kind, minlength=4)
+        return {KIND_NAMES[k]: int(c[k]) for k in range(4) if c[k]}
+
+
+class DebugBuffer:
+    """The debug buffer file, memory-mapped; tensors are views decoded on demand.
+
+    The runtime writes the whole preallocated buffer, so trailing bytes are unused. Reading past
+    its end (a truncated copy, or a buffer from another run) raises :class:`FormatError` for that
+    tensor only.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, data: bytes | None = None):
+        self.path = os.fspath(path) if path is not None else "<debug buffer>"
+        if data is not None:
+            self._data = data
+        else:
+            try:
+                size = os.path.getsize(self.path)
+                with open(self.path, "rb") as f:
+                    self._data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            except FileNotFoundError as exc:
+                raise MissingDataError(f"{self.path}: debug buffer not found; pass the .bin written next to "
+                                       "the .etdp (write_etdump_result_to_file(etdp, debug_bin))") from exc
+            except IsADirectoryError as exc:
+                raise MissingDataError(f"{self.path}: is a directory, expected the debug buffer file") from exc
+        self.size = len(self._data)
+
+    def array(self, ref: TensorRef) -> np.ndarray:
+        """The tensor's bytes as a numpy array (storage dtype), bounds-checked, zero-copy."""
+        spec = SCALAR_TYPES.get(ref.scalar_type)
+        if spec is None:
+            raise FormatError(f"{self.path}: unknown scalar type {ref.scalar_type} in a debug event tensor")
+        count = int(np.prod(ref.sizes, dtype=np.int64)) if ref.sizes else 1
+        dt = np.dtype(spec[1])
+        if count == 0:
+            return np.zeros(0, dtype=dt).reshape(ref.sizes)
+        end = ref.offset + count * dt.itemsize
+        if ref.offset < 0 or end > self.size:
+            raise FormatError(
+                f"{self.path}: tensor of {count} x {spec[0]} at offset {ref.offset} ends at byte {end}, "
+                f"past the {self.size}-byte debug buffer (wrong or truncated debug buffer)")
+        return np.frombuffer(self._data, dtype=dt, count=count, offset=ref.offset).reshape(ref.sizes)
+
+    def tensor(self, ref: TensorRef):
+        """A ``torch.Tensor`` (read-only view of the mapped file; bf16/float8 reinterpreted)."""
+        import torch
+
+        arr = self.array(ref)
+        spec = SCALAR_TYPES[ref.scalar_type]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # non-writable buffer: we never write through it
+            t = torch.from_numpy(arr) if arr.size else torch.zeros(ref.sizes, dtype=_torch_dtype(spec))
+        target = _torch_dtype(spec)
+        if arr.size and t.dtype != target:
+            t = t.view(target)
+        return t
+
+
+def _torch_dtype(spec):
+    import torch
+
+    return getattr(torch, spec[2])
+
+
+@dataclass
+class ETDump:
+    """A parsed ETDump: schema ``version``, one :class:`RunEvents` per run, interned ``strings``."""
+
+    version: int
+    runs: list[RunEvents]
+    strings: list[str]
+    path: str
+    _fb: FB = field(repr=False)
+
+    def string(self, sid: int) -> str | None:
+        return None if sid < 0 else self.strings[sid]
+
+    def metadata(self, run: int, i: int) -> bytes | None:
+        """Delegate debug metadata bytes of event ``i`` of run ``run`` (None when absent)."""
+        r = self.runs[run]
+        n = int(r.metadata_len[i])
+        if n < 0:
+            return None
+        p = int(r.metadata_pos[i])
+        return bytes(self._fb.buf[p:p + n])
+
+    def tensor_ref(self, tensor_pos: int, run: RunEvents | None = None, i: int | None = None) -> TensorRef:
+        fb = self._fb
+        if run is not None and i is not None:
+            st, off, sp, nd = int(run.scalar_type[i]), int(run.tensor_offset[i]), int(run.sizes_pos[i]), int(
+                run.ndim[i])
+        else:
+            t = np.array([tensor_pos], dtype=np.int64)
+            st = int(fb.scalar(t, 0, "i8", 0, "Tensor")[0])
+            off = int(fb.scalar(t, 3, "i64", 0, "Tensor")[0])
+            sp, nd = _vec_span(fb, int(fb.ref(t, 1, "Tensor")[0]), 8, "Tensor.sizes")
+        sizes = tuple(np.frombuffer(fb.data, "<i8", count=nd, offset=sp).tolist()) if nd else ()
+        t = np.array([tensor_pos], dtype=np.int64)
+        stp, snd = _vec_span(fb, int(fb.ref(t, 2, "Tensor")[0]), 8, "Tensor.strides")
+        strides = tuple(np.frombuffer(fb.data, "<i8", count=snd, offset=stp).tolist()) if snd else ()
+        return TensorRef(st, sizes, strides, off)
+
+    def debug_entry(self, run: int, i: int) -> tuple[int, Any]:
+        """``(value type, payload)`` of debug event ``i``: payload is a :class:`TensorRef`, a list of
+        them, a Python scalar, a string, or None — tensors are *not* read yet."""
+        r = self.runs[run]
+        vt = int(r.value_type[i])
+        vpos = int(r.value_pos[i])
+        if vt < 0 or not vpos:
+            return -1, None
+        fb = self._fb
+        v = np.array([vpos], dtype=np.int64)
+        if vt == V_TENSOR:
+            tp = int(r.tensor_pos[i])
+            if not tp:
+                raise FormatError(f"{self.path}: run {run} event {i}: Tensor value without a tensor table")
+            return vt, self.tensor_ref(tp, r, i)
+        if vt == V_TENSOR_LIST:
+            tl = int(fb.ref(v, 2, "Value")[0])
+            if not tl:
+                return vt, []
+            vec = int(fb.ref(np.array([tl]), 0, "TensorList")[0])
+            if not vec:
+                return vt, []
+            tabs = fb.vector_tables(vec, "TensorList.tensors")
+            return vt, [self.tensor_ref(int(p)) for p in tabs]
+        field_idx, kind = {V_INT: (3, "i64"), V_BOOL: (6, "u8"), V_FLOAT: (4, "f4"), V_DOUBLE: (5, "f8")}.get(
+            vt, (None, None))
+        if field_idx is None:
+            return vt, None
+        sub = int(fb.ref(v, field_idx, "Value")[0])
+        if not sub:
+            return vt, None
+        s = np.array([sub], dtype=np.int64)
+        if kind == "f4" or kind == "f8":
+            fo = int(fb.field_offset(s, 0, "Value scalar")[0])
+            if not fo:
+                return vt, 0.0
+            width = 4 if kind == "f4" else 8
+            fb.check(np.array([sub + fo]), width, "Value scalar")
+            return vt, float(np.frombuffer(fb.data, "<f4" if width == 4 else "<f8", count=1, offset=sub + fo)[0])
+        val = fb.scalar(s, 0, kind, 0, "Value scalar")[0]
+        return vt, bool(val) if vt == V_BOOL else int(val)
+
+    def debug_value(self, run: int, i: int, buffer: DebugBuffer | None):
+        """Debug event ``i`` of run ``run`` inflated as ExecuTorch does: tensors become
+        ``torch.Tensor`` (zeros of the right shape when there is no buffer), lists of tensors a
+        list, scalars Python values."""
+        vt, payload = self.debug_entry(run, i)
+        if vt == V_TENSOR:
+            return _inflate_tensor(payload, buffer)
+        if vt == V_TENSOR_LIST:
+            return [_inflate_tensor(t, buffer) for t in payload]
+        if vt in (V_INT, V_BOOL, V_FLOAT, V_DOUBLE):
+            return payload
+        return None
+
+
+def _inflate_tensor(ref: TensorRef, buffer: DebugBuffer | None):
+    import torch
+
+    spec = SCALAR_TYPES.get(ref.scalar_type)
+    if spec is None:
+        raise FormatError(f"unknown scalar type {ref.scalar_type} in a debug event tensor")
+    if buffer is None:
+        return torch.zeros(ref.sizes, dtype=_torch_dtype(spec))
+    return buffer.tensor(ref)
+
+
+def _vec_span(fb: FB, vec_pos: int, elem: int, what: str) -> tuple[int, int]:
+    if not vec_pos:
+        return 0, 0
+    start, n = fb.vector(vec_pos, what)
+    fb.check(np.array([start]), n * elem, what)
+    return start, n
+
+
+def _open_bytes(path: str):
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            if size == 0:
+                return b""
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError as exc:
+        raise MissingDataError(f"{path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise MissingDataError(f"{path}: is a directory, expected an .etdp file") from exc
+    except PermissionError as exc:
+        raise MissingDataError(f"{path}: permission denied") from exc
+
+
+def read_etdump(source: str | os.PathLike | bytes | bytearray | memoryview, *, path: str | None = None) -> ETDump:
+    """Parse an ETDump from a path (memory-mapped) or bytes into columnar :class:`RunEvents`.
+
+    Raises :class:`FormatError` for a wrong identifier or corrupt offsets and
+    :class:`TruncatedFileError` when the file ends before what it declares.
+    """
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source) if isinstance(source, memoryview) else source
+        path = path or "<etdump bytes>"
+    else:
+        path = os.fspath(source)
+        data = _open_bytes(path)
+    n = len(data)
+    if n < 8:
+        raise TruncatedFileError(f"{path}: {n} bytes is too short for an ETDump (a FlatBuffer needs at least 12)")
+    head = bytes(data[:12])
+    if head[8:12] == b"ED00":
+        declared = int.from_bytes(head[:4], "little")
+        if declared + 4 > n:
+            raise TruncatedFileError(
+                f"{path}: size prefix says {declared + 4} bytes but the file has {n}; the ETDump is truncated "
+                "(copy it again from the device, or rerun and call write_etdump_result_to_file)")
+        base = 4
+    elif head[4:8] == b"ED00":
+        base = 0
+    else:
+        got = head[8:12] if len(head) >= 12 else head[4:8]
+        raise FormatError(f"{path}: not an ETDump (identifier {got!r} at bytes 8-12, expected b'ED00'); "
+                          "pass the .etdp file written by write_etdump_result_to_file")
+    fb = FB(data, path)
+    root = np.array([base + int.from_bytes(head[base:base + 4], "little")], dtype=np.int64)
+    fb.check(root, 4, "ETDump root table")
+    version = int(fb.scalar(root, 0, "u32", 0, "ETDump")[0])
+    run_vec = int(fb.ref(root, 1, "ETDump")[0])
+    strings: list[str] = []
+    table: dict[bytes, int] = {}
+    runs: list[RunEvents] = []
+    if not run_vec:
+        return ETDump(version, runs, strings, path, fb)
+    run_tabs = fb.vector_tables(run_vec, "ETDump.run_data")
+    run_names = [fb.string(int(p), "RunData.name") or "" for p in fb.ref(run_tabs, 0, "RunData")]
+    bundled = fb.scalar(run_tabs, 1, "i32", -1, "RunData")
+    alloc_vecs = fb.ref(run_tabs, 2, "RunData")
+    ev_vecs = fb.ref(run_tabs, 3, "RunData")
+    per_run = [fb.vector_tables(int(v), "RunData.events") if v else np.zeros(0, np.int64) for v in ev_vecs]
+    counts = [len(p) for p in per_run]
+    ev = np.concatenate(per_run) if per_run else np.zeros(0, np.int64)
+    cols = _decode_events(fb, ev, table, strings)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    for r in range(len(run_tabs)):
+        allocators = []
+        if alloc_vecs[r]:
+            atabs = fb.vector_tables(int(alloc_vecs[r]), "RunData.allocators")
+            allocators = [fb.string(int(p), "Allocator.name") or "" for p in fb.ref(atabs, 0, "Allocator")]
+        sl = slice(int(bounds[r]), int(bounds[r + 1]))
+        runs.append(RunEvents(name=run_names[r], bundled_input_index=int(bundled[r]), allocators=allocators,
+                              **{k: v[sl] for k, v in cols.items()}))
+    return ETDump(version, runs, strings, path, fb)
+
+
+def _decode_events(fb: FB, ev: np.ndarray, table: dict, strings: list) -> dict[str, np.ndarray]:
+    n = len(ev)
+    prof = fb.ref(ev, 0, "Event")
+    alloc = fb.ref(ev, 1, "Event")
+    dbg = fb.ref(ev, 2, "Event")
+    kind = np.full(n, EMPTY, dtype=np.uint8)
+    kind[dbg != 0] = DEBUG
+    kind[alloc != 0] = ALLOCATION
+    kind[prof != 0] = PROFILE
+    c = {
+        "kind": kind,
+        "name_id": np.full(n, -1, np.int32),
+        "chain_index": np.zeros(n, np.int64),
+        "chain_unsigned": np.zeros(n, bool),
+        "instruction_id": np.full(n, -1, np.int32),
+        "delegate_id_int": np.full(n, -1, np.int32),
+        "delegate_id_str": np.full(n, -1, np.int32),
+        "metadata_pos": np.zeros(n, np.int64),
+        "metadata_len": np.full(n, -1, np.int64),
+        "start_time": np.zeros(n, np.uint64),
+        "end_time": np.zeros(n, np.uint64),
+        "allocator_id": np.full(n, -1, np.int32),
+        "allocation_size": np.zeros(n, np.uint64),
+        "value_pos": np.zeros(n, np.int64),
+        "value_type": np.full(n, -1, np.int8),
+        "is_output": np.zeros(n, bool),
+        "tensor_pos": np.zeros(n, np.int64),
+        "scalar_type": np.full(n, -1, np.int8),
+        "tensor_offset": np.zeros(n, np.int64),
+        "sizes_pos": np.zeros(n, np.int64),
+        "ndim": np.zeros(n, np.int32),
+    }
+    ip = np.flatnonzero(kind == PROFILE)
+    if ip.size:
+        P = prof[ip]
+        c["name_id"][ip] = fb.intern(*fb.string_spans(fb.ref(P, 0, "ProfileEvent"), "ProfileEvent.name"), table,
+                                     strings)
+        c["chain_index"][ip] = fb.scalar(P, 1, "i32", 0, "ProfileEvent")
+        c["instruction_id"][ip] = fb.scalar(P, 2, "i32", -1, "ProfileEvent")
+        c["delegate_id_int"][ip] = fb.scalar(P, 3, "i32", -1, "ProfileEvent")
+        c["delegate_id_str"][ip] = fb.intern(*fb.string_spans(fb.ref(P, 4, "ProfileEvent"),
+                                                              "ProfileEvent.delegate_debug_id_str"), table, strings)
+        st, ln = fb.string_spans(fb.ref(P, 5, "ProfileEvent"), "ProfileEvent.delegate_debug_metadata")
+        c["metadata_pos"][ip], c["metadata_len"][ip] = st, ln
+        c["start_time"][ip] = fb.scalar(P, 6, "u64", 0, "ProfileEvent")
+        c["end_time"][ip] = fb.scalar(P, 7, "u64", 0, "ProfileEvent")
+    ia = np.flatnonzero(kind == ALLOCATION)
+    if ia.size:
+        A = alloc[ia]
+        c["allocator_id"][ia] = fb.scalar(A, 0, "i32", 0, "AllocationEvent")
+        c["allocation_size"][ia] = fb.scalar(A, 1, "u64", 0, "AllocationEvent")
+    idb = np.flatnonzero(kind == DEBUG)
+    if idb.size:
+        D = dbg[idb]
+        ch = fb.scalar(D, 0, "u64", 0, "DebugEvent")
+        c["chain_index"][idb] = ch.view(np.int64)
+        c["chain_unsigned"][idb] = ch >= np.uint64(1 << 63)
+        c["instruction_id"][idb] = fb.scalar(D, 1, "i32", -1, "DebugEvent")
+        c["delegate_id_int"][idb] = fb.scalar(D, 3, "i32", -1, "DebugEvent")
+        c["delegate_id_str"][idb] = fb.intern(*fb.string_spans(fb.ref(D, 4, "DebugEvent"),
+                                                               "DebugEvent.delegate_debug_id_str"), table, strings)
+        c["name_id"][idb] = fb.intern(*fb.string_spans(fb.ref(D, 5, "DebugEvent"), "DebugEvent.name"), table, strings)
+        V = fb.ref(D, 2, "DebugEvent")
+        c["value_pos"][idb] = V
+        hv = V != 0
+        if hv.any():
+            iv, Vh = idb[hv], V[hv]
+            c["value_type"][iv] = fb.scalar(Vh, 0, "i8", 0, "Value")
+            out_tab = fb.ref(Vh, 7, "Value")
+            ho = out_tab != 0
+            if ho.any():
+                c["is_output"][iv[ho]] = fb.scalar(out_tab[ho], 0, "u8", 0, "Bool") != 0
+            T = fb.ref(Vh, 1, "Value")
+            ht = T != 0
+            if ht.any():
+                it, Th = iv[ht], T[ht]
+                c["tensor_pos"][it] = Th
+                c["scalar_type"][it] = fb.scalar(Th, 0, "i8", 0, "Tensor")
+                c["tensor_offset"][it] = fb.scalar(Th, 3, "i64", 0, "Tensor")
+                sv = fb.ref(Th, 1, "Tensor")
+                hs = sv != 0
+                if hs.any():
+                    nd = fb.u32(sv[hs], "Tensor.sizes length").astype(np.int64)
+                    fb.check(sv[hs] + 4 + 8 * nd, 0, "Tensor.sizes")
+                    c["sizes_pos"][it[hs]] = sv[hs] + 4
+                    c["ndim"][it[hs]] = nd
+    return c
+
+
+class EtdumpArtifact(Artifact):
+    """``etlens.read("run.etdp")``: the parsed :class:`ETDump` plus an ``etlens info`` summary."""
+
+    def __init__(self, path: str, dump: ETDump):
+        super().__init__(format="etdump", path=path)
+        self.dump = dump
+
+    def summary(self) -> dict[str, Any]:
+        d = self.dump
+        runs = []
+        by_kind: dict[str, int] = {}
+        t_lo, t_hi = None, None
+        for r in d.runs:
+            cnt = r.counts()
+            for k, v in cnt.items():
+                by_kind[k] = by_kind.get(k, 0) + v
+            prof = r.kind == PROFILE
+            if prof.any():
+                lo, hi = int(r.start_time[prof].min()), int(r.end_time[prof].max())
+                t_lo = lo if t_lo is None else min(t_lo, lo)
+                t_hi = hi if t_hi is None else max(t_hi, hi)
+            runs.append({"name": r.name, "bundled_input_index": r.bundled_input_index, "events": len(r),
+                         "by_kind": cnt, "allocators": r.allocators})
+        return {
+            "format": "etdump",
+            "path": self.path,
+            "version": d.version,
+            "runs": len(d.runs),
+            "events": sum(len(r) for r in d.runs),
+            "events_by_kind": by_kind,
+            "allocators": sorted({a for r in d.runs for a in r.allocators}),
+            "time_span": None if t_lo is None else {"start": t_lo, "end": t_hi, "ticks": t_hi - t_lo},
+            "run_list": runs,
+        }
+
+
+def read(path: str | os.PathLike) -> EtdumpArtifact:
+    """Registry entry point: ``etlens.read("run.etdp")``."""
+    path = os.fspath(path)
+    return EtdumpArtifact(path, read_etdump(path))
