@@ -1,0 +1,150 @@
+"""Read torch-side programs: ``.pt2`` files, in-memory ``ExportedProgram`` / ``GraphModule`` objects
+and ExecuTorch program managers.
+
+All of them become etlens Graphs through the one fx conversion in :mod:`etlens.readers._fx`, so a
+``.pt2`` and the ``ExportedProgram`` it was saved from give identical Graph JSON.
+
+Example::
+
+    from etlens.readers.exported import read, read_object, graph_from_exported_program
+    art = read("model.pt2")                      # torch.export.load under the hood
+    g = art.graphs()["model"]
+    g2 = graph_from_exported_program(torch.export.export(model, inputs), "model")
+    edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+    read_object(edge).graphs()                   # {'forward': Graph with delegate nodes}
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import FormatError, MissingDataError, UnsupportedFormatError
+from ..model import Graph
+from .base import Artifact
+
+__all__ = ["ExportedArtifact", "read", "read_object", "graph_from_exported_program", "graph_from_graph_module"]
+
+
+class ExportedArtifact(Artifact):
+    """Torch programs with their graphs; ``programs`` keeps the original objects by graph name."""
+
+    def __init__(self, format: str, path: str | None, programs: dict[str, Any], graphs: dict[str, Graph]) -> None:
+        super().__init__(format=format, path=path, _graphs=graphs)
+        self.programs = programs
+
+    def summary(self) -> dict[str, Any]:
+        out = super().summary()
+        out["delegates"] = {
+            name: [{"backend_id": n.delegate.backend_id, "payload_size": n.delegate.payload_size, "node": n.name}
+                   for n in g.delegates()]
+            for name, g in self.graphs().items() if g.delegates()}
+        return out
+
+
+def _stem(path: str) -> str:
+    base = os.path.basename(path)
+    return base.rsplit(".", 1)[0] if "." in base else base
+
+
+def graph_from_exported_program(ep: Any, name: str = "program", *, format: str = "exported_program",
+                                 stage: str | None = None) -> Graph:
+    """The etlens Graph of an ``ExportedProgram`` (placeholders split by its graph signature)."""
+    from ._fx import graph_from_fx
+
+    meta = {"format": format, "stage": stage or name}
+    dialect = getattr(ep, "dialect", None)
+    if dialect:
+        meta["dialect"] = str(dialect).lower()
+    return graph_from_fx(ep.graph_module, name, ep.graph_signature, meta)
+
+
+def graph_from_graph_module(gm: Any, name: str = "graph_module", *, format: str = "graph_module",
+                            stage: str | None = None) -> Graph:
+    """The etlens Graph of a ``torch.fx.GraphModule`` (lowered modules folded into delegate nodes)."""
+    from ._fx import graph_from_fx
+
+    return graph_from_fx(gm, name, None, {"format": format, "stage": stage or name})
+
+
+def read(path: str | os.PathLike) -> ExportedArtifact:
+    """Load a ``.pt2`` written by ``torch.export.save`` and return its graph (named after the file)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise MissingDataError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise MissingDataError(f"{path}: is a directory, expected a .pt2 file")
+    # validate the archive ourselves first: bounded sizes, no path tricks, clear messages
+    from ._zipsafe import SafeZip
+
+    with SafeZip(path, what=".pt2 archive", hint="write it with torch.export.save(exported_program, path)"):
+        pass
+    try:
+        import torch
+
+        from ._torch_compat import ensure_quant_ops
+
+        ensure_quant_ops()
+        ep = torch.export.load(path)
+    except (KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise FormatError(f"{path}: torch.export.load could not read this .pt2 ({first}); write it with "
+                          f"torch.export.save(exported_program, path) using torch {_torch_version()}") from exc
+    name = _stem(path)
+    # graph meta says "exported_program" (not "pt2") so a .pt2 and its in-memory program give
+    # identical Graph JSON; the artifact's own format is "pt2"
+    graph = graph_from_exported_program(ep, name)
+    return ExportedArtifact("pt2", path, {name: ep}, {name: graph})
+
+
+def _torch_version() -> str:
+    try:
+        import torch
+
+        return torch.__version__
+    except Exception:  # pragma: no cover
+        return "of the same version"
+
+
+def _is_exported_program(obj: Any) -> bool:
+    return hasattr(obj, "graph_module") and hasattr(obj, "graph_signature")
+
+
+def read_object(obj: Any, name: str = "program") -> ExportedArtifact:
+    """Wrap an in-memory torch/ExecuTorch program as an artifact with one Graph per program.
+
+    Accepts ``torch.export.ExportedProgram`` (graph named ``name``), ``torch.fx.GraphModule``,
+    ExecuTorch's ``EdgeProgramManager`` and ``ExecutorchProgramManager`` (one graph per method,
+    named after the method), or a ``{name: program}`` dict of any of these.
+    """
+    programs: dict[str, Any] = {}
+    graphs: dict[str, Graph] = {}
+    kind = type(obj).__name__
+    if _is_exported_program(obj):
+        programs[name] = obj
+        graphs[name] = graph_from_exported_program(obj, name)
+        return ExportedArtifact("exported_program", None, programs, graphs)
+    if kind in ("EdgeProgramManager", "ExecutorchProgramManager") and hasattr(obj, "methods"):
+        fmt = "edge_program_manager" if kind == "EdgeProgramManager" else "executorch_program_manager"
+        for method in sorted(obj.methods):
+            ep = obj.exported_program(method)
+            programs[method] = ep
+            graphs[method] = graph_from_exported_program(ep, method, format=fmt, stage=method)
+        return ExportedArtifact(fmt, None, programs, graphs)
+    if hasattr(obj, "graph") and hasattr(obj.graph, "nodes") and hasattr(obj, "named_modules"):
+        programs[name] = obj
+        graphs[name] = graph_from_graph_module(obj, name)
+        return ExportedArtifact("graph_module", None, programs, graphs)
+    if isinstance(obj, dict) and obj:
+        for key, value in obj.items():
+            art = read_object(value, name=str(key))
+            for gname, g in art.graphs().items():
+                gkey = str(key) if len(art.graphs()) == 1 else f"{key}/{gname}"
+                graphs[gkey] = g
+                programs[gkey] = art.programs[gname]
+        return ExportedArtifact("programs", None, programs, graphs)
+    raise UnsupportedFormatError(
+        f"read_object: cannot read a {type(obj).__module__}.{kind}; pass a torch.export.ExportedProgram, "
+        "a torch.fx.GraphModule, an EdgeProgramManager or an ExecutorchProgramManager")
