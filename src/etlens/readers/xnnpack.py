@@ -1,0 +1,241 @@
+"""Decode an XNNPACK delegate payload far enough to say what runs inside it.
+
+An XNNPACK payload (the bytes ``XnnpackBackend`` receives at load time) is laid out as:
+
+* a 30-byte header: 4 unused bytes, magic ``XH00`` at bytes 4-8 (the same place as a FlatBuffer
+  identifier, so readers can tell the two apart), ``uint16`` header length, ``uint32`` offset and
+  ``uint32`` size of the XNNGraph FlatBuffer, ``uint32`` offset and ``uint64`` size of the constant
+  data (weights) that follow it;
+* the ``XNNGraph`` FlatBuffer (identifier ``XN01``; older payloads ``XN00`` and no header):
+  ``xnodes`` (the operations, in execution order, each a union of node types such as
+  ``XNNFullyConnected`` or ``XNNConv2d`` plus a ``debug_handle``), ``xvalues`` (the tensors),
+  ``input_ids``/``output_ids`` and ``constant_data`` (offset/size into the constant region, or a
+  ``named_key`` into the program's named data).
+
+:func:`decode_xnnpack` returns an :class:`XnnpackGraph` with the node types in order, the node
+wiring (value ids in and out) and the sizes, enough to list the delegate's operations and to draw
+the delegated subgraph. Nothing here needs the XNNPACK or ExecuTorch Python packages.
+
+Example::
+
+    g = decode_xnnpack(payload_bytes, name="model.pte delegate 0")
+    g.op_names()          # ['XNNFullyConnected', 'XNNClamp', 'XNNFullyConnected']
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from ..errors import FormatError
+from ._flatbuffers import FlatBuffer, Path, Table
+
+__all__ = ["XNODE_TYPES", "XNNPACK_DATATYPES", "XnnNode", "XnnValue", "XnnpackGraph", "decode_xnnpack",
+           "is_xnnpack_backend"]
+
+#: XNodeUnion type tag -> node type name (tag 0 is NONE); order as in the XNNPACK schema.
+XNODE_TYPES: tuple[str, ...] = (
+    "NONE", "XNNAdd", "XNNFullyConnected", "XNNSoftmax", "XNNSigmoid", "XNNStaticTranspose", "XNNClamp",
+    "XNNConv2d", "XNNDiv", "XNNStaticResizeBilinear2D", "XNNStaticConstantPad", "XNNAvgPooling2d",
+    "XNNMinimum", "XNNDepthwiseConv2d", "XNNMaxPooling2d", "XNNMultiply", "XNNSubtract", "XNNFloor",
+    "XNNConvert", "XNNGlobalAvgPooling2d", "XNNStaticReshape", "XNNArgMaxPooling2d", "XNNSquareRoot",
+    "XNNCeiling", "XNNHardswish", "XNNLeakyReLU", "XNNMaximum", "XNNNegate", "XNNSquare", "XNNELU",
+    "XNNAbs", "XNNPReLU", "XNNConcatenate2", "XNNConcatenate3", "XNNConcatenate4", "XNNStaticSlice",
+    "XNNScaledDotProductAttention", "XNNBatchMatrixMultiply", "XNNConcatenate5", "XNNConvTranspose2d",
+    "XNNReciprocalSquareRoot", "XNNLog", "XNNGelu", "XNNTanh", "XNNExp", "XNNSin", "XNNCopy", "XNNCos",
+)
+
+#: XNNDatatype enum value -> readable name.
+XNNPACK_DATATYPES: dict[int, str] = {
+    0: "invalid", 1: "fp32", 2: "fp16", 3: "qint8", 4: "quint8", 5: "qint32", 6: "qcint8", 7: "qcint32",
+    8: "qcint4", 9: "qdint8", 10: "qbint4", 11: "qpint8", 12: "int32", 13: "pfp32", 14: "bf16",
+}
+
+# Where the value ids sit in each node table: (input slots, output slots). Node tables share a few
+# layouts (_XNNNode1x1, _XNNNode2x1, _XNNNodeConv, _XNNPooling2D, _XNNCat) plus some one-offs.
+_N1x1 = ((0,), (1,))
+_N2x1 = ((0, 1), (2,))
+_CONV = ((15, 16, 17), (18,))
+_POOL = ((10,), (11,))
+_CAT = ((1, 2, 3, 4, 7), (5,))
+_LAYOUT: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+    "XNNAdd": _N2x1, "XNNFullyConnected": ((0, 1, 2), (3,)), "XNNSoftmax": _N1x1, "XNNSigmoid": _N1x1,
+    "XNNStaticTranspose": ((2,), (3,)), "XNNClamp": _N1x1, "XNNConv2d": _CONV, "XNNDiv": _N2x1,
+    "XNNStaticResizeBilinear2D": ((2,), (3,)), "XNNStaticConstantPad": ((3,), (4,)), "XNNAvgPooling2d": _POOL,
+    "XNNMinimum": _N2x1, "XNNDepthwiseConv2d": _CONV, "XNNMaxPooling2d": _POOL, "XNNMultiply": _N2x1,
+    "XNNSubtract": _N2x1, "XNNFloor": _N1x1, "XNNConvert": _N1x1, "XNNGlobalAvgPooling2d": _N1x1,
+    "XNNStaticReshape": ((2,), (3,)), "XNNArgMaxPooling2d": ((6,), (7, 8)), "XNNSquareRoot": _N1x1,
+    "XNNCeiling": _N1x1, "XNNHardswish": _N1x1, "XNNLeakyReLU": ((1,), (2,)), "XNNMaximum": _N2x1,
+    "XNNNegate": _N1x1, "XNNSquare": _N1x1, "XNNELU": ((1,), (2,)), "XNNAbs": _N1x1, "XNNPReLU": _N2x1,
+    "XNNConcatenate2": _CAT, "XNNConcatenate3": _CAT, "XNNConcatenate4": _CAT, "XNNStaticSlice": ((3,), (4,)),
+    "XNNScaledDotProductAttention": ((0, 1, 2, 3, 4), (5,)), "XNNBatchMatrixMultiply": _N2x1,
+    "XNNConcatenate5": _CAT, "XNNConvTranspose2d": _CONV, "XNNReciprocalSquareRoot": _N1x1, "XNNLog": _N1x1,
+    "XNNGelu": _N1x1, "XNNTanh": _N1x1, "XNNExp": _N1x1, "XNNSin": _N1x1, "XNNCopy": _N1x1, "XNNCos": _N1x1,
+}
+# _XNNCat: only the first N inputs of XNNConcatenateN are meaningful.
+_CAT_INPUTS = {"XNNConcatenate2": 2, "XNNConcatenate3": 3, "XNNConcatenate4": 4, "XNNConcatenate5": 5}
+
+_HEADER = struct.Struct("<4s4sHIIIQ")  # 30 bytes
+_MAX_NODES_DECODED = 1_000_000
+
+
+@dataclass(slots=True)
+class XnnNode:
+    """One XNNPACK operation: its type, value ids in/out and the debug handle the compiler stored."""
+
+    type: str
+    inputs: tuple[int, ...] = ()
+    outputs: tuple[int, ...] = ()
+    debug_handle: int = 0
+
+
+@dataclass(slots=True)
+class XnnValue:
+    """One XNNPACK tensor: datatype, dims, and whether it is constant / a graph input or output."""
+
+    id: int
+    datatype: str
+    dims: tuple[int, ...] = ()
+    constant_buffer_idx: int = 0
+    external_id: int = 0xFFFFFFFF
+    flags: int = 0
+    quantized: bool = False
+
+
+@dataclass(slots=True)
+class XnnpackGraph:
+    """What :func:`decode_xnnpack` learned about one payload."""
+
+    version: str = ""
+    identifier: str = ""
+    has_header: bool = False
+    flatbuffer_size: int = 0
+    constant_data_size: int = 0
+    nodes: list[XnnNode] = field(default_factory=list)
+    values: list[XnnValue] = field(default_factory=list)
+    num_externs: int = 0
+    input_ids: tuple[int, ...] = ()
+    output_ids: tuple[int, ...] = ()
+    constant_entries: int = 0
+    constant_bytes: int = 0  # sum of constant_data sizes stored inside the payload
+    named_keys: list[str] = field(default_factory=list)  # constants kept in the program's named data
+
+    def op_names(self) -> list[str]:
+        """The node types in execution order (``['XNNFullyConnected', 'XNNClamp', ...]``)."""
+        return [n.type for n in self.nodes]
+
+    def attrs(self) -> dict:
+        """JSON-ready facts for ``Node.attrs['xnnpack']``."""
+        return {
+            "version": self.version,
+            "identifier": self.identifier,
+            "num_nodes": len(self.nodes),
+            "num_values": len(self.values),
+            "num_externs": self.num_externs,
+            "input_ids": list(self.input_ids),
+            "output_ids": list(self.output_ids),
+            "flatbuffer_size": self.flatbuffer_size,
+            "constant_data_size": self.constant_data_size,
+            "constant_entries": self.constant_entries,
+            "constant_bytes": self.constant_bytes,
+            "named_constants": len(self.named_keys),
+            "debug_handles": sorted({n.debug_handle for n in self.nodes if n.debug_handle}),
+        }
+
+
+def is_xnnpack_backend(backend_id: str) -> bool:
+    return backend_id.lower().startswith("xnnpack")
+
+
+def decode_xnnpack(payload: bytes | memoryview, name: str = "<xnnpack payload>") -> XnnpackGraph:
+    """Decode the header and XNNGraph of an XNNPACK payload.
+
+    Raises :class:`~etlens.errors.FormatError` (or ``TruncatedFileError``) naming ``name`` and the
+    field when the payload is damaged.
+    """
+    n = len(payload)
+    if n < 8:
+        raise FormatError(f"{name}: XNNPACK payload is only {n} bytes; expected a header (XH00) or an "
+                          "XNNGraph FlatBuffer; the file is damaged, re-export it")
+    out = XnnpackGraph()
+    magic = bytes(payload[4:8])
+    if magic == b"XH00":
+        if n < _HEADER.size:
+            raise FormatError(f"{name}: XNNPACK header is cut short ({n} of {_HEADER.size} bytes); the file is "
+                              "truncated, re-export it")
+        _, _, hlen, fb_off, fb_size, const_off, const_size = _HEADER.unpack_from(payload, 0)
+        if hlen < _HEADER.size or fb_off + fb_size > n or fb_size < 8:
+            raise FormatError(f"{name}: XNNPACK header (XH00) places the graph at bytes {fb_off}..{fb_off + fb_size} "
+                              f"(header length {hlen}) outside the {n}-byte payload; the file is damaged, re-export it")
+        if const_off + const_size > n:
+            raise FormatError(f"{name}: XNNPACK header places constant data at bytes {const_off}.."
+                              f"{const_off + const_size}, outside the {n}-byte payload; re-export the model")
+        out.has_header = True
+        out.constant_data_size = const_size
+        start, end = fb_off, fb_off + fb_size
+    else:
+        start, end = 0, n
+    fb = FlatBuffer(payload, name, start=start, end=end, what="XNNPACK graph")
+    ident = fb.identifier
+    if ident not in (b"XN00", b"XN01"):
+        raise FormatError(f"{name}: not an XNNPACK payload (identifier {ident!r} at bytes {start + 4}-{start + 8}, "
+                          "expected b'XN01' or b'XN00' or a b'XH00' header); the delegate id says XNNPACK but the "
+                          "data is something else")
+    out.identifier = ident.decode("ascii")
+    out.flatbuffer_size = end - start
+    root = fb.root(Path(None, "XNNGraph"))
+    out.version = root.string(0, "", name="version") or ""
+    out.nodes = _decode_nodes(root)
+    out.values = _decode_values(root)
+    out.num_externs = root.u32(3)
+    out.input_ids = root.scalars(4, "I", name="input_ids")
+    out.output_ids = root.scalars(5, "I", name="output_ids")
+    for cd in root.tables(8, name="constant_data"):
+        out.constant_entries += 1
+        key = cd.string(2, None, name="named_key")
+        if key:
+            out.named_keys.append(key)
+        else:
+            out.constant_bytes += cd.u64(1)
+    return out
+
+
+def _decode_nodes(root: Table) -> list[XnnNode]:
+    nodes: list[XnnNode] = []
+    for xn in root.tables(1, name="xnodes"):
+        tag, body = xn.union(0, name="xnode_union")
+        kind = XNODE_TYPES[tag] if tag < len(XNODE_TYPES) else f"XNNUnknown{tag}"
+        ins: tuple[int, ...] = ()
+        outs: tuple[int, ...] = ()
+        layout = _LAYOUT.get(kind)
+        if body is not None and layout is not None:
+            in_slots = layout[0][:_CAT_INPUTS[kind]] if kind in _CAT_INPUTS else layout[0]
+            # An absent id slot means the default, 0, which is a real value id (FlatBuffers
+            # omit fields equal to their default), so every slot of the layout is read.
+            ins = tuple(body.u32(s) for s in in_slots)
+            outs = tuple(body.u32(s) for s in layout[1])
+        nodes.append(XnnNode(kind, ins, outs, xn.u32(2)))
+        if len(nodes) > _MAX_NODES_DECODED:
+            break
+    return nodes
+
+
+def _decode_values(root: Table) -> list[XnnValue]:
+    values: list[XnnValue] = []
+    for xv in root.tables(2, name="xvalues"):
+        tag, body = xv.union(0, name="xvalue_union")
+        quantized = tag == 2
+        if quantized and body is not None:
+            body = body.table(0, name="tensor_value")
+        if body is None:
+            continue
+        values.append(XnnValue(
+            id=body.u32(6),
+            datatype=XNNPACK_DATATYPES.get(body.i16(0), f"dtype{body.i16(0)}"),
+            dims=body.scalars(2, "I", name="dims"),
+            constant_buffer_idx=body.u32(3),
+            external_id=body.u32(4),
+            flags=body.u32(5),
+            quantized=quantized,
+        ))
+    return values
