@@ -1,0 +1,203 @@
+"""Tie event blocks to an ETRecord: debug handles, op types, stack traces, module hierarchy.
+
+Same rules as ``executorch.devtools.Inspector``:
+
+* an event's instruction id (as a string key) looks up its debug handles in the record's
+  ``debug_handle_map[method]``; a delegated event instead looks its delegate debug identifier up
+  in ``delegate_map[method][instruction id]["delegate_map"]`` (int key, then string key, then any
+  key that is a substring of the identifier); ``DELEGATE_CALL`` events get the backend name;
+* each handle names the operator nodes of the reference graph (the edge-dialect program by
+  default) whose ``debug_handle`` is that handle; for each node the event gains its target in
+  ``op_types`` and, keyed by ``<node name>_``, its ``stack_trace`` and ``nn_module_stack``.
+
+The node metadata is read from the record's stored program JSON when the record is an etlens
+:class:`~etlens.readers.etrecord.ETRecord` (no torch deserialisation: fast on big models), or
+from the FX graph of an ``ExportedProgram`` otherwise (e.g. an ExecuTorch ``ETRecord`` object).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from ..model.events import BlockColumns
+
+__all__ = ["RESERVED_FRAMEWORK_EVENT_NAMES", "NodeInfo", "handle_to_nodes", "resolve_block", "record_maps"]
+
+RESERVED_FRAMEWORK_EVENT_NAMES = ["Method::init", "Program::load_method", "Method::execute"]
+
+#: (name as ExecuTorch keys it, op type, stack trace, nn_module_stack dict)
+NodeInfo = tuple
+
+
+def _op_name_from_target(target: str) -> str:
+    """``target.__name__`` of a serialized target string, as the live op object would give."""
+    edge = "executorch.exir.dialects.edge.ops."
+    if target.startswith(edge):
+        return target[len(edge):]
+    if target.startswith("torch.ops.higher_order."):
+        return target.rsplit(".", 1)[1]
+    if target.startswith("torch.ops."):
+        parts = target.split(".")
+        return ".".join(parts[3:]) if len(parts) > 4 else parts[-1]
+    return target.rsplit(".", 1)[-1]
+
+
+def _split_meta(item: str) -> list[str]:
+    # torch.export writes "key,path,type"; commas inside brackets belong to the value
+    out, start, depth = [], 0, 0
+    for i, c in enumerate(item):
+        if c in "[(":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            out.append(item[start:i])
+            start = i + 1
+    out.append(item[start:])
+    return out
+
+
+def _parse_module_stack(s: str | None) -> dict:
+    if not s:
+        return {}
+    stack = {}
+    for item in s.split(";"):
+        parts = _split_meta(item)
+        if len(parts) == 3:
+            stack[parts[0]] = (parts[1], parts[2])
+    return stack
+
+
+def _nodes_from_json(doc: dict) -> list[tuple[int, NodeInfo]]:
+    out = []
+    for n in doc.get("graph_module", {}).get("graph", {}).get("nodes", []):
+        target = n.get("target", "")
+        if target in ("_operator.getitem", "executorch.exir.memory.alloc"):
+            continue
+        meta = n.get("metadata") or {}
+        dh = meta.get("debug_handle")
+        if dh in (None, ""):
+            continue
+        try:
+            handle = int(dh)
+        except (TypeError, ValueError):
+            continue
+        name = n.get("name") or ""
+        if not name:
+            outs = n.get("outputs") or []
+            if outs and isinstance(outs[0], dict) and "as_tensor" in outs[0]:
+                name = outs[0]["as_tensor"].get("name", "")
+        out.append((handle, (name + "_", _op_name_from_target(target), meta.get("stack_trace") or None,
+                             _parse_module_stack(meta.get("nn_module_stack")))))
+    return out
+
+
+def _nodes_from_fx(graph_module) -> list[tuple[int, NodeInfo]]:
+    import operator
+
+    out = []
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        if getattr(node.target, "__name__", "") == "alloc":
+            continue
+        handle = node.meta.get("debug_handle")
+        if handle is None:
+            continue
+        out.append((handle, (node.name + "_", getattr(node.target, "__name__", str(node.target)),
+                             node.meta.get("stack_trace"), node.meta.get("nn_module_stack"))))
+    return out
+
+
+def handle_to_nodes(record: Any, method: str = "forward", graph: str | None = None) -> dict[Any, list[NodeInfo]]:
+    """``{debug handle: [NodeInfo, ...]}`` of the reference graph of ``record``."""
+    nodes: list[tuple[int, NodeInfo]] = []
+    program_json = getattr(record, "program_json", None)
+    if program_json is not None:
+        stages = list(getattr(record, "stages", []))
+        stage = graph
+        if stage is None:
+            edge = [s for s in stages if s.startswith("edge_dialect_exported_program/")]
+            stage = f"edge_dialect_exported_program/{method}" if f"edge_dialect_exported_program/{method}" in edge \
+                else (edge[0] if edge else None)
+        if stage is None:
+            warnings.warn(f"{getattr(record, 'path', 'ETRecord')}: no edge-dialect program; op types, stack "
+                          "traces and module hierarchy stay empty (debug handles still resolve)", stacklevel=3)
+            return {}
+        nodes = _nodes_from_json(program_json(stage))
+    else:
+        ep = getattr(record, "edge_dialect_program", None) if graph is None else (
+            getattr(record, "graph_map", {}) or {}).get(graph)
+        if isinstance(ep, dict):
+            ep = ep.get(method)
+        if ep is None:
+            return {}
+        nodes = _nodes_from_fx(ep.graph_module)
+    table: dict[Any, list[NodeInfo]] = {}
+    for handle, info in nodes:
+        table.setdefault(handle, []).append(info)
+    return table
+
+
+def record_maps(record: Any, method: str = "forward") -> tuple[dict | None, dict | None, dict | None]:
+    """The raw ``(debug_handle_map, delegate_map, num_outs_map)`` of ``method`` (string keys, as stored)."""
+    dhm = getattr(record, "_debug_handle_map", None) or {}
+    dm = getattr(record, "_delegate_map", None)
+    nom = getattr(record, "_instruction_id_to_num_outs_map", None) or {}
+    return dhm.get(method), (dm.get(method) if dm is not None else None), nom.get(method)
+
+
+def resolve_block(block: BlockColumns, handle_map: dict | None, delegate_map: dict | None,
+                  num_outs_map: dict | None, nodes: dict[Any, list[NodeInfo]]) -> int:
+    """Fill the ETRecord-derived columns of ``block``; returns how many events got handles."""
+    resolved = 0
+    handle_map = handle_map or {}
+    for i in range(len(block)):
+        key = str(int(block.instruction_ids[i]))
+        if key not in handle_map:
+            continue
+        if num_outs_map is not None:
+            block.num_outputs[i] = num_outs_map.get(key, 1)
+        ident = block.delegate_ids[i]
+        name = block.names[i]
+        if ident is None:
+            block.debug_handles[i] = handle_map[key]
+            if name == "DELEGATE_CALL" and delegate_map is not None and (meta := delegate_map.get(key)) is not None:
+                block.backend_names[i] = meta.get("name", "")
+        elif delegate_map is None or (meta := delegate_map.get(key)) is None:
+            block.debug_handles[i] = handle_map[key]
+        else:
+            block.backend_names[i] = meta.get("name", "")
+            dmap = meta.get("delegate_map") or {}
+            handles = dmap.get(ident)
+            if handles is not None:
+                block.debug_handles[i] = handles
+            else:
+                handles = dmap.get(str(ident))
+                for k, v in dmap.items():
+                    if isinstance(k, str) and k in str(ident):
+                        handles = v
+                block.debug_handles[i] = handles
+        if block.debug_handles[i] is not None:
+            resolved += 1
+        _associate(block, i, nodes)
+    return resolved
+
+
+def _associate(block: BlockColumns, i: int, nodes: dict[Any, list[NodeInfo]]) -> None:
+    if block.names[i] in RESERVED_FRAMEWORK_EVENT_NAMES:
+        return
+    handles = block.debug_handles[i]
+    if handles is None:
+        return
+    if isinstance(handles, int):
+        handles = [handles]
+    st, mh, ops = block.stack_traces[i], block.module_hierarchy[i], block.op_types[i]
+    for h in handles:
+        for name, op, trace, stack in nodes.get(h, ()):
+            if name not in st:
+                st[name] = trace
+                mh[name] = stack
+            if op:
+                ops.append(op)

@@ -1,0 +1,620 @@
+"""``etlens.Inspector``: a drop-in for ``executorch.devtools.Inspector``, built on columns.
+
+Switch by changing the import; constructor arguments, ``event_blocks``, ``Event`` /
+``EventBlock`` / ``PerfData`` fields, ``to_dataframe`` columns, ``print_data_tabular``,
+``save_data_to_tsv``, ``find_total_for_module`` and ``get_exported_program`` behave the same.
+The ETDump is decoded natively (no ``flatc``, no JSON), events stay in numpy columns
+(:class:`~etlens.model.events.BlockColumns`) and ``Event`` objects are only built when
+``event_blocks`` is read; debug tensors are decoded from the memory-mapped debug buffer on first
+access. Beyond ExecuTorch: :meth:`Inspector.get_op_list`, :meth:`Inspector.write_tensorboard_artifact`,
+:meth:`Inspector.write_perfetto_trace`, ``method=`` for multi-method programs, bf16/float8 tensors.
+
+Example::
+
+    import etlens
+    insp = etlens.Inspector(etdump_path="run.etdp", etrecord="model.etrecord",
+                            debug_buffer_path="run.debug.bin")
+    df = insp.to_dataframe()                 # same columns as ExecuTorch
+    insp.print_data_tabular()
+    insp.get_op_list("Execute")              # {"aten.linear.default": [Event, ...], ...}
+
+For numerics (``calculate_numeric_gap``), :meth:`Inspector.runtime_intermediate_outputs` gives,
+per event block, every operator event with its instruction id, debug handles, number of outputs,
+op types and *lazily decoded* intermediate outputs — the runtime side of the comparison.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from functools import cached_property
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from ..errors import EtlensError, FormatError, MissingDataError
+from ..model.events import BlockColumns, PerfData, TimeScale, calculate_time_scale_factor
+from ..readers.etdump import SCALAR_TYPES, V_TENSOR, DebugBuffer, ETDump, read_etdump
+from ._inspector_frame import (EXCLUDED_COLUMNS_WHEN_PRINTING, EXCLUDED_EVENTS_WHEN_PRINTING, LazyList,
+                               build_frame)
+
+__all__ = ["Inspector", "Event", "EventBlock", "PerfData", "TimeScale", "RuntimeOutput"]
+
+log = logging.getLogger(__name__)
+FORWARD = "forward"
+EDGE_DIALECT_GRAPH_KEY = "edge_dialect_graph_module"
+
+
+@dataclass
+class Event:
+    """One operator (or framework/delegate) event aggregated over the runs of its block.
+
+    Same fields and meanings as ``executorch.devtools.inspector.Event``: ``name``, ``perf_data``
+    (durations in the target time scale), ``op_types``, ``delegate_debug_identifier``,
+    ``debug_handles``, ``num_outputs``, ``stack_traces`` / ``module_hierarchy`` (keyed by
+    ``<node name>_``), ``is_delegated_op``, ``delegate_backend_name``, ``debug_data``
+    (intermediate outputs), ``start_time`` (raw start ticks per run).
+    """
+
+    name: str
+    perf_data: Optional[PerfData] = None
+    op_types: List[str] = dataclasses.field(default_factory=list)
+    delegate_debug_identifier: Optional[Union[int, str]] = None
+    debug_handles: Optional[Union[int, Sequence[int]]] = None
+    num_outputs: int = 1
+    stack_traces: Dict[str, str] = dataclasses.field(default_factory=dict)
+    module_hierarchy: Dict[str, Dict] = dataclasses.field(default_factory=dict)
+    is_delegated_op: Optional[bool] = None
+    delegate_backend_name: Optional[str] = None
+    _delegate_debug_metadatas: List[Any] = dataclasses.field(default_factory=list)
+    debug_data: List[Any] = dataclasses.field(default_factory=list)
+    _instruction_id: Optional[int] = None
+    _delegate_metadata_parser: Optional[Callable] = None
+    _delegate_time_scale_converter: Optional[Callable] = None
+    _start_time: Optional[List[int]] = None
+
+    @cached_property
+    def delegate_debug_metadatas(self) -> Union[List[Any], Dict[str, Any]]:
+        """Parsed delegate metadata when a parser was given (delegated events), else the raw list."""
+        if not self.is_delegated_op or self._delegate_metadata_parser is None:
+            return self._delegate_debug_metadatas
+        return self._delegate_metadata_parser(self._delegate_debug_metadatas)
+
+    @property
+    def raw_delegate_debug_metadatas(self) -> List[Any]:
+        return self._delegate_debug_metadatas
+
+    @property
+    def start_time(self) -> Optional[List[int]]:
+        return self._start_time
+
+    def asdict(self, _units: str = "") -> dict:
+        from ._inspector_frame import truncated_op_types
+
+        p = self.perf_data
+        return {
+            "event_name": self.name,
+            "raw": [p.raw if p else None],
+            "p10" + _units: p.p10 if p else None,
+            "p50" + _units: p.p50 if p else None,
+            "p90" + _units: p.p90 if p else None,
+            "avg" + _units: p.avg if p else None,
+            "min" + _units: p.min if p else None,
+            "max" + _units: p.max if p else None,
+            "op_types": [truncated_op_types(self.op_types)],
+            "delegate_debug_identifier": self.delegate_debug_identifier,
+            "stack_traces": [self.stack_traces],
+            "module_hierarchy": [self.module_hierarchy],
+            "is_delegated_op": self.is_delegated_op,
+            "delegate_backend_name": self.delegate_backend_name,
+            "debug_data": [self.debug_data],
+            "start_time": [self._start_time],
+        }
+
+    def to_dataframe(self, _units: str = ""):
+        import pandas as pd
+
+        return pd.DataFrame(self.asdict(_units=_units))
+
+
+@dataclass
+class EventBlock:
+    """The events of one group of runs with the same signature (``Default``, ``Execute`` …)."""
+
+    name: str
+    events: List[Event] = dataclasses.field(default_factory=list)
+    source_time_scale: TimeScale = TimeScale.NS
+    target_time_scale: TimeScale = TimeScale.MS
+    bundled_input_index: Optional[int] = None
+    run_output: Optional[List[Any]] = None
+    reference_output: Optional[List[Any]] = None
+
+    def to_dataframe(self, include_units: bool = False, include_delegate_debug_data: bool = False):
+        """One row per event (same columns as ExecuTorch's ``EventBlock.to_dataframe``)."""
+        units = f" ({TimeScale(self.target_time_scale).value})" if include_units else ""
+        df = build_frame(_columns_from_events(self), units)
+        if include_delegate_debug_data:
+            df = _add_delegate_columns(df, self.events)
+        return df
+
+
+@dataclass
+class RuntimeOutput:
+    """One operator event's runtime intermediate output, for numeric comparison.
+
+    ``outputs`` is a lazily decoded list (one entry per logged debug value: tensors, lists of
+    tensors or scalars); ``debug_handles`` is a tuple.
+    """
+
+    block: str
+    event_index: int
+    name: str
+    instruction_id: int
+    debug_handles: tuple
+    num_outputs: int
+    op_types: List[str]
+    is_delegated_op: bool
+    delegate_backend_name: Optional[str]
+    outputs: List[Any]
+
+
+def _columns_from_events(block: EventBlock) -> dict[str, list]:
+    cols: dict[str, list] = {k: [] for k in ("block", "name", "raw", "stats", "op_types", "delegate_id",
+                                             "stack_traces", "module_hierarchy", "is_delegated", "backend",
+                                             "debug_data", "start_time")}
+    for e in block.events:
+        p = e.perf_data
+        cols["block"].append(block.name)
+        cols["name"].append(e.name)
+        cols["raw"].append(p.raw if p else None)
+        cols["stats"].append((p.p10, p.p50, p.p90, p.avg, p.min, p.max) if p else None)
+        cols["op_types"].append(e.op_types)
+        cols["delegate_id"].append(e.delegate_debug_identifier)
+        cols["stack_traces"].append(e.stack_traces)
+        cols["module_hierarchy"].append(e.module_hierarchy)
+        cols["is_delegated"].append(e.is_delegated_op)
+        cols["backend"].append(e.delegate_backend_name)
+        cols["debug_data"].append(e.debug_data)
+        cols["start_time"].append(e._start_time)
+    return cols
+
+
+def _add_delegate_columns(df, events: list[Event]):
+    import pandas as pd
+
+    rows = []
+    for event in events:
+        meta = event.delegate_debug_metadatas
+        if meta is not None and len(meta) > 0:
+            if isinstance(meta, list):
+                rows.append(pd.Series([meta], index=["delegate_debug_metadata"]))
+            elif isinstance(meta, dict):
+                rows.append(pd.Series(meta))
+            else:
+                raise EtlensError(f"delegate_metadata_parser returned {type(meta).__name__}; expected a list or dict")
+        else:
+            rows.append(pd.Series())
+    if any(not r.empty for r in rows):
+        df = pd.concat([df, pd.DataFrame(rows)], axis=1)
+    return df
+
+
+def _load_record(etrecord: Any):
+    if etrecord is None:
+        return None
+    if isinstance(etrecord, (str, os.PathLike)):
+        from ..readers.etrecord import read as read_etrecord
+
+        return read_etrecord(etrecord)
+    if hasattr(etrecord, "_debug_handle_map") or hasattr(etrecord, "debug_handle_map"):
+        return etrecord
+    raise EtlensError(f"etrecord must be a path or a parsed ETRecord, got {type(etrecord).__name__}")
+
+
+class Inspector:
+    """Examine per-operator timings and intermediate outputs of an ExecuTorch run.
+
+    Args (as in ExecuTorch): ``etdump_path`` or ``etdump_data`` (exactly one); ``etrecord`` (a
+    path, an etlens ``ETRecord`` or an ExecuTorch ``ETRecord``); ``source_time_scale`` /
+    ``target_time_scale`` (:class:`TimeScale`, default ns → ms; cycles only to cycles);
+    ``debug_buffer_path``; ``delegate_metadata_parser``; ``delegate_time_scale_converter``
+    (``f(event_name, time) -> time`` for delegated events; default divides by the scale factor);
+    ``enable_module_hierarchy`` (accepted; module keys are always available);
+    ``reference_graph_name`` (``edge_dialect_graph_module`` = the edge program, or a graph-map
+    name). etlens extras: ``method`` (which method's maps to use; default ``forward``, or the only
+    method of the record), ``progress`` (show a progress bar).
+
+    Bad input: a wrong or truncated ``.etdp`` raises :class:`~etlens.errors.FormatError`; a
+    missing debug buffer or one too short for some tensors, or an ETRecord whose handles do not
+    resolve, only warns (``warnings``) and says what still works.
+
+    For numerics: :meth:`runtime_intermediate_outputs` lists, per block, each operator event's
+    debug handles and lazily decoded intermediate outputs; ``calculate_numeric_gap`` and
+    ``explain_unpaired`` delegate to :mod:`etlens.analysis.numerics`.
+    """
+
+    def __init__(
+        self,
+        etdump_path: Optional[str] = None,
+        etdump_data: Optional[bytes] = None,
+        etrecord: Any = None,
+        source_time_scale: TimeScale = TimeScale.NS,
+        target_time_scale: TimeScale = TimeScale.MS,
+        debug_buffer_path: Optional[str] = None,
+        delegate_metadata_parser: Optional[Callable] = None,
+        delegate_time_scale_converter: Optional[Callable] = None,
+        enable_module_hierarchy: bool = False,
+        reference_graph_name: str = EDGE_DIALECT_GRAPH_KEY,
+        *,
+        method: Optional[str] = None,
+        debug_buffer_data: Optional[bytes] = None,
+    ) -> None:
+        source_time_scale, target_time_scale = TimeScale(source_time_scale), TimeScale(target_time_scale)
+        if (source_time_scale == TimeScale.CYCLES) ^ (target_time_scale == TimeScale.CYCLES):
+            raise EtlensError("time scales: when one of source_time_scale/target_time_scale is CYCLES the other "
+                              "must be CYCLES too (cycles cannot be converted to seconds)")
+        if (etdump_path is None) == (etdump_data is None):
+            raise EtlensError("Inspector: pass exactly one of etdump_path or etdump_data")
+        self._source_time_scale = source_time_scale
+        self._target_time_scale = target_time_scale
+        self._delegate_metadata_parser = delegate_metadata_parser
+        self._delegate_time_scale_converter = delegate_time_scale_converter
+        self._enable_module_hierarchy = enable_module_hierarchy
+        self._reference_graph_name = reference_graph_name
+        self._etrecord = _load_record(etrecord)
+        self._dump: ETDump = read_etdump(etdump_path if etdump_path is not None else etdump_data)
+        self._buffer: Optional[DebugBuffer] = None
+        if debug_buffer_path is not None or debug_buffer_data is not None:
+            self._buffer = DebugBuffer(debug_buffer_path, data=debug_buffer_data)
+            self._check_buffer()
+        elif self._has_tensors():
+            warnings.warn("Output Buffer not found. Tensor Debug Data will not be available "
+                          "(debug_data tensors are zeros of the logged shape; timings are complete).", stacklevel=2)
+        scale = calculate_time_scale_factor(source_time_scale, target_time_scale)
+        from ._inspector_build import build_blocks
+
+        self._blocks: list[BlockColumns] = build_blocks(self._dump, scale, delegate_time_scale_converter)
+        self._event_blocks: Optional[list[EventBlock]] = None
+        self.op_graph_dict = None
+        self._reference_outputs: dict = {}
+        self._method = method
+        self._consume_etrecord()
+
+    # -- construction helpers ----------------------------------------------------------------------
+    @classmethod
+    def from_files(cls, etdump: str, etrecord: Any = None, debug_buffer: Optional[str] = None, **kw) -> "Inspector":
+        """Load an inspector from file paths (the etlens-style spelling of the constructor)."""
+        return cls(etdump_path=etdump, etrecord=etrecord, debug_buffer_path=debug_buffer, **kw)
+
+    def _has_tensors(self) -> bool:
+        return any(bool((r.value_type == V_TENSOR).any()) or bool((r.value_type == 6).any()) for r in self._dump.runs)
+
+    def _check_buffer(self) -> None:
+        """Warn once about tensors that lie past the end of the debug buffer."""
+        size, bad, first = self._buffer.size, 0, None
+        for r in self._dump.runs:
+            idx = np.flatnonzero(r.tensor_pos != 0)
+            if not idx.size:
+                continue
+            nd = r.ndim[idx].astype(np.int64)
+            width = int(nd.max()) if nd.size else 0
+            count = np.ones(idx.size, dtype=np.int64)
+            if width:
+                cols = np.arange(width, dtype=np.int64)
+                mask = cols[None, :] < nd[:, None]
+                pos = np.where(mask, r.sizes_pos[idx][:, None] + 8 * cols, 0)
+                vals = np.where(mask, self._dump._fb.i64(pos.ravel(), "Tensor.sizes").reshape(pos.shape), 1)
+                count = np.prod(np.maximum(vals, 0), axis=1)
+            item = np.array([np.dtype(SCALAR_TYPES[s][1]).itemsize if s in SCALAR_TYPES else 1
+                             for s in r.scalar_type[idx].tolist()], dtype=np.int64)
+            end = r.tensor_offset[idx] + count * item
+            over = (end > size) & (count > 0)
+            if over.any():
+                bad += int(over.sum())
+                if first is None:
+                    first = (int(r.tensor_offset[idx][over][0]), int(end[over][0]))
+        if bad:
+            warnings.warn(
+                f"{self._buffer.path}: {bad} logged tensor(s) lie past the end of the {size}-byte debug buffer "
+                f"(first: bytes {first[0]}..{first[1]}); it is truncated or from another run. Their debug_data "
+                "entries are None; timings, op types and the other tensors still work.", stacklevel=3)
+
+    def _method_name(self) -> str:
+        if self._method:
+            return self._method
+        rec = self._etrecord
+        dhm = getattr(rec, "_debug_handle_map", None) or {}
+        if FORWARD not in dhm and len(dhm) == 1:
+            return next(iter(dhm))
+        return FORWARD
+
+    def _consume_etrecord(self) -> None:
+        if self._etrecord is None:
+            return
+        from ._inspector_etrecord import handle_to_nodes, record_maps, resolve_block
+
+        method = self._method_name()
+        handle_map, delegate_map, num_outs = record_maps(self._etrecord, method)
+        if handle_map is None:
+            warnings.warn(f"ETRecord has no debug handle map for method {method!r}; events keep their timings "
+                          "but get no debug handles, op types or stack traces", stacklevel=3)
+            return
+        graph = None if self._reference_graph_name == EDGE_DIALECT_GRAPH_KEY else self._reference_graph_name
+        nodes = handle_to_nodes(self._etrecord, method, graph)
+        resolved = 0
+        unresolved_ops = 0
+        for block in self._blocks:
+            resolved += resolve_block(block, handle_map, delegate_map, num_outs, nodes)
+            for i, n in enumerate(block.names):
+                if (block.debug_handles[i] is not None and not block.op_types[i]
+                        and n not in ("Method::init", "Program::load_method", "Method::execute")
+                        and not block.is_delegated[i]):
+                    unresolved_ops += 1
+        op_events = sum(1 for b in self._blocks for i, n in enumerate(b.names)
+                        if int(b.instruction_ids[i]) >= 0 and n not in ("Method::init", "Program::load_method",
+                                                                          "Method::execute"))
+        if op_events and (resolved == 0 or (nodes and unresolved_ops > op_events // 2)):
+            warnings.warn(
+                "ETRecord does not match this ETDump (instruction ids or debug handles do not resolve for "
+                f"{unresolved_ops if resolved else op_events} of {op_events} operator events): it is probably "
+                "from a different model or build. Timings and event names are still right; op types, stack "
+                "traces and module hierarchy are missing or unreliable.", stacklevel=3)
+
+    # -- event blocks ------------------------------------------------------------------------------
+    @property
+    def event_blocks(self) -> List[EventBlock]:
+        """``EventBlock`` objects with ``Event`` objects (built from the columns on first access)."""
+        if self._event_blocks is None:
+            self._event_blocks = [self._make_block(b) for b in self._blocks]
+        return self._event_blocks
+
+    @event_blocks.setter
+    def event_blocks(self, value: List[EventBlock]) -> None:
+        self._event_blocks = value
+
+    def _debug_list(self, run: int, idxs: Optional[np.ndarray]) -> list:
+        if idxs is None or len(idxs) == 0:
+            return []
+        dump, buf = self._dump, self._buffer
+
+        def load():
+            out = []
+            for i in idxs.tolist():
+                try:
+                    out.append(dump.debug_value(run, i, buf))
+                except FormatError:
+                    out.append(None)
+            return out
+
+        return LazyList(len(idxs), load)
+
+    def _metadatas(self, b: BlockColumns, i: int) -> list:
+        out = []
+        for j, r in enumerate(b.runs):
+            pe = int(b.prof_events[i, j])
+            if pe < 0:
+                continue
+            m = self._dump.metadata(r, pe)
+            out.append(m if m else "")
+        return out if any(out) else []
+
+    def _reference_output(self, b: BlockColumns):
+        rec = self._etrecord
+        if rec is None:
+            return None
+        entries = getattr(rec, "entries", None)
+        if entries is not None and "reference_outputs" not in entries:
+            return None
+        try:
+            ref = rec._reference_outputs
+        except EtlensError as exc:
+            warnings.warn(f"reference outputs unavailable: {exc}", stacklevel=3)
+            return None
+        if ref is None:
+            return None
+        self._reference_outputs = ref
+        try:
+            return ref[self._method_name()][b.bundled_input_index]
+        except (KeyError, IndexError, TypeError):
+            return None
+
+    def _make_block(self, b: BlockColumns) -> EventBlock:
+        stats = b.stats()
+        events = []
+        r0 = b.runs[0]
+        for i in range(len(b)):
+            perf = None
+            start = None
+            if b.has_perf[i]:
+                perf = PerfData(b.raw[i].tolist(), _stats=tuple(stats[i, :4]))
+                start = b.start[i].tolist()
+            events.append(Event(
+                name=b.names[i], perf_data=perf, op_types=b.op_types[i], delegate_debug_identifier=b.delegate_ids[i],
+                debug_handles=b.debug_handles[i], num_outputs=b.num_outputs[i], stack_traces=b.stack_traces[i],
+                module_hierarchy=b.module_hierarchy[i], is_delegated_op=b.is_delegated[i],
+                delegate_backend_name=b.backend_names[i], _delegate_debug_metadatas=self._metadatas(b, i),
+                debug_data=self._debug_list(r0, b.debug_events[i]), _instruction_id=int(b.instruction_ids[i]),
+                _delegate_metadata_parser=self._delegate_metadata_parser,
+                _delegate_time_scale_converter=self._delegate_time_scale_converter, _start_time=start))
+        return EventBlock(name=b.name, events=events, source_time_scale=self._source_time_scale,
+                          target_time_scale=self._target_time_scale, bundled_input_index=b.bundled_input_index,
+                          run_output=self._debug_list(r0, b.output_events),
+                          reference_output=self._reference_output(b))
+
+    # -- tables --------------------------------------------------------------------------------------
+    def _block_columns(self, b: BlockColumns) -> dict[str, list]:
+        n = len(b)
+        stats = b.stats()
+        raw = b.raw.tolist()
+        starts = b.start.tolist()
+        r0 = b.runs[0]
+        has = b.has_perf.tolist()
+        return {
+            "block": [b.name] * n,
+            "name": b.names,
+            "raw": [raw[i] if has[i] else None for i in range(n)],
+            "stats": [tuple(stats[i]) if has[i] else None for i in range(n)],
+            "op_types": b.op_types,
+            "delegate_id": b.delegate_ids,
+            "stack_traces": b.stack_traces,
+            "module_hierarchy": b.module_hierarchy,
+            "is_delegated": b.is_delegated,
+            "backend": b.backend_names,
+            "debug_data": [self._debug_list(r0, d) for d in b.debug_events],
+            "start_time": [starts[i] if has[i] else None for i in range(n)],
+        }
+
+    def to_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False):
+        """All events of all blocks, one row each, with ExecuTorch's columns and order.
+
+        Columns: ``event_block_name, event_name, raw, p10 (ms), p50 (ms), p90 (ms), avg (ms),
+        min (ms), max (ms), op_types, delegate_debug_identifier, stack_traces, module_hierarchy,
+        is_delegated_op, delegate_backend_name, debug_data, start_time``.
+        """
+        import pandas as pd
+
+        if self._event_blocks is not None or include_delegate_debug_data:
+            frames = [b.to_dataframe(include_units, include_delegate_debug_data) for b in self.event_blocks]
+            return pd.concat(frames, ignore_index=True)
+        units = f" ({self._target_time_scale.value})" if include_units else ""
+        cols: dict[str, list] = {}
+        for b in self._blocks:
+            for k, v in self._block_columns(b).items():
+                cols.setdefault(k, []).extend(v)
+        if not cols:
+            raise MissingDataError(f"{self._dump.path}: the ETDump has no profiling or debug events "
+                                   "(was the program run with ETDump enabled?)")
+        return build_frame(cols, units)
+
+    def _prepare_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False):
+        df = self.to_dataframe(include_units, include_delegate_debug_data)
+        df = df.drop(columns=EXCLUDED_COLUMNS_WHEN_PRINTING)
+        for name in EXCLUDED_EVENTS_WHEN_PRINTING:
+            df = df[~df["event_name"].str.contains(name)]
+        return df.reset_index(drop=True)
+
+    def print_data_tabular(self, file: IO[str] = sys.stdout, include_units: bool = True,
+                           include_delegate_debug_data: bool = False) -> None:
+        """Print the events as a table (``OPERATOR_CALL`` rows and bulky columns left out)."""
+        from ..views.tables import display_or_print_df
+
+        display_or_print_df(self._prepare_dataframe(include_units, include_delegate_debug_data), file)
+
+    def save_data_to_tsv(self, file: IO[str], include_units: bool = True,
+                         include_delegate_debug_data: bool = False) -> None:
+        """Write the printed table as TSV (for spreadsheets)."""
+        self._prepare_dataframe(include_units, include_delegate_debug_data).to_csv(file, sep="\t")
+
+    def find_total_for_module(self, module_name: str) -> float:
+        """Sum of average times of the events (not ``OPERATOR_CALL``) inside module ``module_name``."""
+        total = 0.0
+        for b in self._blocks:
+            stats = b.stats()
+            for i, name in enumerate(b.names):
+                if name == "OPERATOR_CALL":
+                    continue
+                for hierarchy in b.module_hierarchy[i].values():
+                    if not hierarchy:
+                        continue
+                    if any(module_name in key for key in hierarchy.keys()):
+                        if b.has_perf[i]:
+                            total += stats[i, 3]
+                        break
+        return total
+
+    # -- beyond ExecuTorch ---------------------------------------------------------------------------
+    def get_op_list(self, event_block: str, show_delegated_ops: Optional[bool] = True) -> Dict[str, List[Event]]:
+        """``{op type: [Event, ...]}`` of the block named ``event_block`` (``OPERATOR_CALL`` rows skipped).
+
+        Events with several op types (a fused or delegated group) appear under each; with
+        ``show_delegated_ops=False`` events inside delegates are left out.
+        """
+        blocks = [b for b in self.event_blocks if b.name == event_block]
+        if not blocks:
+            names = sorted({b.name for b in self.event_blocks})
+            raise EtlensError(f"no event block named {event_block!r}; blocks: {', '.join(names)}")
+        out: Dict[str, List[Event]] = {}
+        for block in blocks:
+            for e in block.events:
+                if e.name == "OPERATOR_CALL" or e.name in ("Method::init", "Program::load_method", "Method::execute"):
+                    continue
+                if not show_delegated_ops and e.is_delegated_op:
+                    continue
+                ops = e.op_types or ([e.name] if e.is_delegated_op or not e.op_types else [])
+                for op in dict.fromkeys(ops):
+                    out.setdefault(op, []).append(e)
+        return out
+
+    def write_tensorboard_artifact(self, path: str) -> None:
+        """Write per-operator latency as a TensorBoard event file under directory ``path``."""
+        from ..views.tensorboard import write_tensorboard
+
+        write_tensorboard(self, path)
+
+    def write_perfetto_trace(self, path: str) -> None:
+        """Write a Chrome trace-event JSON timeline (open it in https://ui.perfetto.dev)."""
+        from ..views.perfetto import write_perfetto
+
+        write_perfetto(self, path)
+
+    def runtime_intermediate_outputs(self) -> List[RuntimeOutput]:
+        """Every operator event that logged intermediate outputs, for numeric comparison.
+
+        Skips ``OPERATOR_CALL`` (its output is the same as the operator's) and framework events.
+        ``outputs`` decode on first access. Debug handles come from the ETRecord (empty without one).
+        """
+        out = []
+        for b in self._blocks:
+            r0 = b.runs[0]
+            for i, name in enumerate(b.names):
+                idxs = b.debug_events[i]
+                if idxs is None or name == "OPERATOR_CALL":
+                    continue
+                h = b.debug_handles[i]
+                handles = () if h is None else ((h,) if isinstance(h, int) else tuple(h))
+                out.append(RuntimeOutput(b.name, i, name, int(b.instruction_ids[i]), handles, b.num_outputs[i],
+                                         list(b.op_types[i]), b.is_delegated[i], b.backend_names[i],
+                                         self._debug_list(r0, idxs)))
+        return out
+
+    @property
+    def etdump(self) -> ETDump:
+        """The parsed ETDump (columnar runs)."""
+        return self._dump
+
+    @property
+    def block_columns(self) -> List[BlockColumns]:
+        """The columnar event blocks behind ``event_blocks`` (for fast custom analyses)."""
+        return self._blocks
+
+    def get_exported_program(self, graph: Optional[str] = None):
+        """The edge-dialect ``ExportedProgram`` (or graph-map entry ``graph``) of the ETRecord."""
+        if self._etrecord is None:
+            log.warning("Exported program is only available when an ETRecord was given to the Inspector")
+            return None
+        if graph is None:
+            return self._etrecord.edge_dialect_program
+        return (self._etrecord.graph_map or {}).get(graph)
+
+    def calculate_numeric_gap(self, *args, **kwargs):
+        """Per-operator numeric gap between the ETRecord reference and the runtime outputs
+        (see :func:`etlens.analysis.numerics.calculate_numeric_gap`)."""
+        from . import numerics
+
+        return numerics.calculate_numeric_gap(self, *args, **kwargs)
+
+    def explain_unpaired(self, *args, **kwargs):
+        """Why some runtime or reference outputs found no partner (see :mod:`etlens.analysis.numerics`)."""
+        from . import numerics
+
+        return numerics.explain_unpaired(self, *args, **kwargs)
+
+    def summary_text(self, top: int = 5) -> str:
+        """One paragraph: total time per block, top operators, delegated share of time."""
+        from ..views.tables import summary_paragraph
+
+        return summary_paragraph(self, top)

@@ -1,0 +1,89 @@
+"""Text tables and the one-paragraph profile summary of an :class:`~etlens.analysis.inspector.Inspector`.
+
+Example::
+
+    from etlens.views.tables import summary_paragraph
+    print(summary_paragraph(inspector))
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+import numpy as np
+
+__all__ = ["display_or_print_df", "summary_paragraph", "op_totals"]
+
+_FRAMEWORK = ("Method::init", "Program::load_method", "Method::execute")
+
+
+def display_or_print_df(df, file: IO[str] = sys.stdout) -> None:
+    """Show ``df`` in a notebook when IPython is running, else print a boxed text table."""
+    try:
+        from IPython import get_ipython
+
+        if get_ipython() is not None:
+            from IPython.display import display
+
+            display(df)
+            return
+    except ImportError:
+        pass
+    from tabulate import tabulate
+
+    print(tabulate(df, headers="keys", tablefmt="fancy_grid"), file=file)
+
+
+def op_totals(inspector) -> list[tuple[str, float, int]]:
+    """``[(op type or event name, total avg time, events)]`` over all blocks, largest first.
+
+    Uses operator events only (not ``OPERATOR_CALL``, not framework events, not delegate-internal
+    events, whose time is already inside their ``DELEGATE_CALL``).
+    """
+    totals: dict[str, list] = {}
+    for b in inspector.block_columns:
+        stats = b.stats()
+        for i, name in enumerate(b.names):
+            if name == "OPERATOR_CALL" or name in _FRAMEWORK or b.is_delegated[i] or not b.has_perf[i]:
+                continue
+            if name == "DELEGATE_CALL":
+                key = f"DELEGATE_CALL ({b.backend_names[i] or 'delegate'})"
+            else:
+                ops = b.op_types[i]
+                key = ops[0] if ops else name
+            t = totals.setdefault(key, [0.0, 0])
+            t[0] += float(stats[i, 3])
+            t[1] += 1
+    return sorted(((k, v[0], v[1]) for k, v in totals.items()), key=lambda x: -x[1])
+
+
+def summary_paragraph(inspector, top: int = 5) -> str:
+    """Total time per block, the top operators and the delegated share of time, in one paragraph."""
+    unit = inspector._target_time_scale.value
+    parts = []
+    for b in inspector.block_columns:
+        stats = b.stats()
+        runs = len(b.runs)
+        execute = [i for i, n in enumerate(b.names) if n == "Method::execute" and b.has_perf[i]]
+        if execute:
+            total = float(stats[execute[0], 3])
+            how = "Method::execute avg"
+        else:
+            ops = [i for i, n in enumerate(b.names) if n not in _FRAMEWORK and n != "OPERATOR_CALL"
+                   and not b.is_delegated[i] and b.has_perf[i]]
+            total = float(np.nansum(stats[ops, 3])) if ops else 0.0
+            how = "sum of event avgs"
+        parts.append(f"block '{b.name}' ({runs} run{'s' if runs != 1 else ''}, {len(b)} events): "
+                     f"{total:.4g} {unit} ({how})")
+    totals = op_totals(inspector)
+    grand = sum(t for _, t, _ in totals)
+    delegated = sum(t for k, t, _ in totals if k.startswith("DELEGATE_CALL"))
+    text = "; ".join(parts) + "."
+    if totals:
+        tops = ", ".join(f"{k} {t:.4g} {unit} ({100 * t / grand:.0f}%, {n} call{'s' if n != 1 else ''})"
+                         for k, t, n in totals[:top]) if grand > 0 else ", ".join(k for k, _, _ in totals[:top])
+        text += f" Top operators by average time: {tops}."
+        if grand > 0:
+            text += f" Delegated share of operator time: {100 * delegated / grand:.1f}%."
+    return text
