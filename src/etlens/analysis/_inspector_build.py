@@ -57,7 +57,8 @@ def _run_signatures(run: RunEvents, empty_id: int):
     sel = np.flatnonzero((kind == PROFILE) | (kind == DEBUG))
     outputs = np.flatnonzero((kind == DEBUG) & run.is_output)
     if sel.size == 0:
-        return np.zeros((0, 7), np.int64), np.zeros(0, np.int64), [], outputs
+        z = np.zeros(0, np.int64)
+        return np.zeros((0, 7), np.int64), z, (z, z, z), outputs
     instr = run.instruction_id[sel].astype(np.int64)
     did = run.delegate_id_int[sel].astype(np.int64)
     dstr_raw = run.delegate_id_str[sel].astype(np.int64)   # -1 absent; "" kept distinct (as ET's IE key)
@@ -99,7 +100,9 @@ def _run_signatures(run: RunEvents, empty_id: int):
     prof_event = np.where(e_hasp[last_of] == 1, sel[e_pos[last_of]], -1)
     # debug events of the chosen instruction event, in file order
     chosen_ie = e_ie[last_of]
-    debug_lists: list[np.ndarray | None] = [None] * len(keep)
+    k = len(keep)
+    lo = hi = np.zeros(k, np.int64)
+    dbg_ev_sorted = np.zeros(0, np.int64)
     if dbg_pos.size:
         dbg_ie = ie_of[dbg_pos]
         srt = np.argsort(dbg_ie, kind="stable")
@@ -107,8 +110,8 @@ def _run_signatures(run: RunEvents, empty_id: int):
         dbg_ev_sorted = sel[dbg_pos[srt]]
         lo = np.searchsorted(dbg_ie_sorted, chosen_ie, "left")
         hi = np.searchsorted(dbg_ie_sorted, chosen_ie, "right")
-        for j in np.flatnonzero(hi > lo).tolist():
-            debug_lists[j] = dbg_ev_sorted[lo[j]:hi[j]]
+    # slices are materialised only for the first run of each block (the one ExecuTorch reads)
+    debug_lists = (dbg_ev_sorted, lo, hi)
     return keys, prof_event, debug_lists, outputs
 
 
@@ -171,7 +174,10 @@ def build_blocks(dump: ETDump, scale_factor: float,
         groups.setdefault(sig, []).append(r)
     blocks = []
     for sig, runs in groups.items():
-        keys, _, debug_lists, outputs = per_run[runs[0]]
+        keys, _, (dbg_ev, lo, hi), outputs = per_run[runs[0]]
+        debug_lists: list = [None] * keys.shape[0]
+        for j in np.flatnonzero(hi > lo).tolist():
+            debug_lists[j] = dbg_ev[lo[j]:hi[j]]
         n, k = keys.shape[0], len(runs)
         names, dids, deleg = _event_identity(dump, keys)
         prof = np.stack([per_run[r][1] for r in runs], axis=1) if n else np.zeros((0, k), np.int64)

@@ -58,15 +58,20 @@ def _split_meta(item: str) -> list[str]:
     return out
 
 
-def _parse_module_stack(s: str | None) -> dict:
+def _parse_module_stack(s: str | None, _cache: dict = {}) -> dict:  # noqa: B006 - deliberate memo
     if not s:
         return {}
+    hit = _cache.get(s)
+    if hit is not None:
+        return dict(hit)
     stack = {}
     for item in s.split(";"):
-        parts = _split_meta(item)
+        parts = item.split(",") if not any(c in item for c in "[]()") else _split_meta(item)
         if len(parts) == 3:
             stack[parts[0]] = (parts[1], parts[2])
-    return stack
+    if len(_cache) < 100_000:
+        _cache[s] = stack
+    return dict(stack)
 
 
 def _nodes_from_json(doc: dict) -> list[tuple[int, NodeInfo]]:

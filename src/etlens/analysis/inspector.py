@@ -448,7 +448,7 @@ class Inspector:
     # -- tables --------------------------------------------------------------------------------------
     def _block_columns(self, b: BlockColumns) -> dict[str, list]:
         n = len(b)
-        stats = b.stats()
+        stats = b.stats().tolist()
         raw = b.raw.tolist()
         starts = b.start.tolist()
         r0 = b.runs[0]
@@ -457,7 +457,7 @@ class Inspector:
             "block": [b.name] * n,
             "name": b.names,
             "raw": [raw[i] if has[i] else None for i in range(n)],
-            "stats": [tuple(stats[i]) if has[i] else None for i in range(n)],
+            "stats": [stats[i] if has[i] else None for i in range(n)],
             "op_types": b.op_types,
             "delegate_id": b.delegate_ids,
             "stack_traces": b.stack_traces,
