@@ -1,0 +1,192 @@
+"""Public entry points of the viewer (see :mod:`etlens.views.html`)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping
+
+from ...errors import EtlensError
+from ...model import Graph
+from .passes import normalize_snapshots, passes_payload
+from .payload import Strings, graph_payload
+from .render import write_page
+
+__all__ = [
+    "generate_html",
+    "generate_multi_pass_html",
+    "generate_compare_html",
+    "extract_from_pte",
+    "extract_from_etrecord",
+    "extract_from_exported_program",
+    "visualize_edge_manager",
+    "as_graph",
+]
+
+
+def as_graph(obj: Any, what: str = "graph_data") -> Graph:
+    """A :class:`Graph` from a Graph, its JSON dict, an artifact/ExportedProgram (first graph)."""
+    if isinstance(obj, Graph):
+        return obj
+    if isinstance(obj, dict) and obj.get("schema") == Graph.SCHEMA:
+        return Graph.from_json(obj)
+    if hasattr(obj, "graphs") and callable(obj.graphs):
+        graphs = obj.graphs()
+        if graphs:
+            return next(iter(graphs.values()))
+    if hasattr(obj, "graph_module") or type(obj).__name__ in ("ExportedProgram", "GraphModule"):
+        return extract_from_exported_program(obj)
+    raise EtlensError(f"{what}: expected an etlens Graph (or its JSON, an artifact or an ExportedProgram), "
+                      f"got {type(obj).__name__}")
+
+
+def _overlay_meta(values: Iterable[float | None], label: str | None) -> dict[str, Any] | None:
+    finite = [v for v in values if v is not None]
+    if not finite:
+        return {"label": label or "value", "min": 0.0, "max": 1.0}
+    return {"label": label or "value", "min": min(finite), "max": max(finite)}
+
+
+def generate_html(graph_data: Any, path: str | os.PathLike, *, overlay: Mapping[str, Any] | None = None,
+                  overlay_label: str | None = None, title: str | None = None) -> str:
+    """Write one graph as a self-contained HTML page; returns the path.
+
+    ``graph_data`` is a :class:`Graph` (or anything :func:`as_graph` accepts). ``overlay`` maps node
+    names to numbers (latency, numeric gap …); nodes are coloured on a scale with a legend titled
+    ``overlay_label`` and the value is printed on each node. A dict/list of several graphs opens
+    the side-by-side compare view instead.
+    """
+    if isinstance(graph_data, (list, tuple)) or (isinstance(graph_data, dict) and "schema" not in graph_data
+                                                 and all(isinstance(v, Graph) for v in graph_data.values())):
+        return generate_compare_html(graph_data, path, title=title)
+    graph = as_graph(graph_data)
+    strings = Strings()
+    gp = graph_payload(graph, strings, overlay=dict(overlay) if overlay is not None else None)
+    payload: dict[str, Any] = {"v": 1, "mode": "single", "title": title or graph.name, "graphs": [gp]}
+    if overlay is not None:
+        payload["overlay"] = _overlay_meta(gp["ov"], overlay_label)
+    payload["S"] = strings.table
+    return write_page(payload, path)
+
+
+def generate_multi_pass_html(trace: Any, path: str | os.PathLike, *, title: str | None = None) -> str:
+    """Write a pass-by-pass stepper for ``trace``; returns the path.
+
+    ``trace`` is the tracer's trace object (anything with ``.snapshots``), an artifact with
+    ``.trace``, the trace JSON dict, or a list of ``(name, Graph)`` pairs (diffs are then computed
+    with :func:`etlens.model.diff.diff_graphs`). Positions stay fixed across passes; added, rewritten
+    and removed nodes are marked; a failed pass shows a banner with its traceback.
+    """
+    snaps = normalize_snapshots(trace)
+    strings = Strings()
+    gp = passes_payload(snaps, strings)
+    name = title or _get_title(trace) or snaps[-1].graph.name
+    payload = {"v": 1, "mode": "passes", "title": name, "graphs": [gp], "S": strings.table}
+    return write_page(payload, path)
+
+
+def _get_title(trace: Any) -> str | None:
+    for obj in (trace, getattr(trace, "trace", None)):
+        if obj is None:
+            continue
+        model = obj.get("model") if isinstance(obj, dict) else getattr(obj, "model", None)
+        backend = obj.get("backend") if isinstance(obj, dict) else getattr(obj, "backend", None)
+        if isinstance(model, str) and model:
+            return f"{model} · {backend}" if isinstance(backend, str) and backend else model
+    return None
+
+
+def _named_graphs(graphs: Any) -> list[tuple[str, Graph]]:
+    if isinstance(graphs, Mapping):
+        items = list(graphs.items())
+    else:
+        items = [(g.name, g) if isinstance(g, Graph) else (str(g[0]), g[1]) for g in graphs]
+    out = [(str(k), as_graph(g)) for k, g in items]
+    if not out:
+        raise EtlensError("generate_compare_html: no graphs given")
+    return out
+
+
+def generate_compare_html(graphs: Any, path: str | os.PathLike, *, title: str | None = None) -> str:
+    """Write N graphs side by side (e.g. ATen → edge → lowered); returns the path.
+
+    Selecting a node in one pane highlights and centres the nodes that represent it in the others,
+    matched by lineage (``from_node`` root), then shared debug handles, then name
+    (:func:`etlens.model.diff.match_nodes`).
+    """
+    from ...model.diff import match_nodes
+
+    named = _named_graphs(graphs)
+    strings = Strings()
+    gps = []
+    for name, g in named:
+        gp = graph_payload(g, strings)
+        gp["name"] = strings(name)
+        gps.append(gp)
+    match: dict[str, list[int]] = {}
+    if len(named) > 1:
+        index = [{strings.table[s]: k for k, s in enumerate(gp["id"])} for gp in gps]
+        for a, (_, ga) in enumerate(named):
+            for b, (_, gb) in enumerate(named):
+                if a == b:
+                    continue
+                flat: list[int] = []
+                for src, hits in match_nodes(ga, gb).items():
+                    ids = [index[b][h] for h in hits if h in index[b]]
+                    if ids and src in index[a]:
+                        flat += [index[a][src], len(ids), *ids]
+                match[f"{a},{b}"] = flat
+    payload = {"v": 1, "mode": "compare", "title": title or " → ".join(n for n, _ in named),
+               "graphs": gps, "match": match, "S": strings.table}
+    return write_page(payload, path)
+
+
+# ------------------------------------------------------------------------- extractors
+def _pick(graphs: dict[str, Graph], prefer: Iterable[str], path: str, stage: str | None) -> Graph:
+    if not graphs:
+        raise EtlensError(f"{path}: contains no graph to show")
+    if stage is not None:
+        if stage in graphs:
+            return graphs[stage]
+        raise EtlensError(f"{path}: no stage/method {stage!r}; available: {', '.join(graphs)}")
+    for name in prefer:
+        for key, g in graphs.items():
+            if key == name or key.endswith("/" + name):
+                return g
+    return next(iter(graphs.values()))
+
+
+def extract_from_pte(pte_path: str | os.PathLike, method: str | None = None) -> Graph:
+    """The graph of ``method`` (default ``forward``) in a ``.pte`` program."""
+    from ...readers import read
+
+    graphs = read(pte_path).graphs()
+    return _pick(graphs, ("forward",), os.fspath(pte_path), method)
+
+
+def extract_from_etrecord(etrecord_path: str | os.PathLike, stage: str | None = None) -> Graph:
+    """One stage of an ETRecord (default: the edge-dialect ``forward``, else the first)."""
+    from ...readers import read
+
+    graphs = read(etrecord_path).graphs()
+    return _pick(graphs, ("edge_dialect_exported_program/forward", "edge_dialect_exported_program", "forward"),
+                 os.fspath(etrecord_path), stage)
+
+
+def extract_from_exported_program(exported_program: Any, name: str = "program") -> Graph:
+    """The graph of an in-memory ``ExportedProgram`` or ``GraphModule``."""
+    from ...readers import read_object
+
+    graphs = read_object(exported_program, name=name).graphs()
+    return _pick(graphs, ("forward",), name, None)
+
+
+def visualize_edge_manager(edge_manager: Any, path: str | os.PathLike, method: str = "forward") -> str:
+    """Write the graph of an ``EdgeProgramManager`` (after ``to_edge``/lowering) as HTML."""
+    try:
+        ep = edge_manager.exported_program(method)
+    except TypeError:
+        ep = edge_manager.exported_program()
+    except AttributeError as exc:
+        raise EtlensError(f"visualize_edge_manager: expected an EdgeProgramManager, got "
+                          f"{type(edge_manager).__name__}") from exc
+    return generate_html(extract_from_exported_program(ep, name=method), path, title=f"edge program · {method}")
