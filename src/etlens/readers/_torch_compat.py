@@ -24,6 +24,8 @@ that contain them are rebuilt only when ExecuTorch is installed (see :func:`dese
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import io
 from typing import Any
 
@@ -31,6 +33,7 @@ from ._fx import ORIGINAL_TARGET_META, debug_handles_of
 
 __all__ = [
     "first_line",
+    "to_schema",
     "EDGE_PREFIX",
     "rewrite_edge_targets",
     "has_delegate_calls",
@@ -152,6 +155,102 @@ def load_tensors(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
 
 
+def to_schema(cls: Any, data: Any) -> Any:
+    """JSON dict → torch.export schema dataclass (what torch's ``_dict_to_dataclass`` does).
+
+    Same rules as torch's helper (unknown keys ignored for forward compatibility, one-key dicts
+    for unions, ``Optional``/``Annotated`` unwrapped, floats may be ``"Infinity"``), but each
+    schema type is compiled once into a converter function instead of re-reading type hints for
+    every object: on a 1000-layer program this turns ~6 s into well under a second.
+    """
+    return _converter(cls)(data)
+
+
+def _identity(data: Any) -> Any:
+    return data
+
+
+@functools.lru_cache(maxsize=None)
+def _converter(cls: Any) -> Any:  # noqa: C901 - one branch per kind of schema type
+    import types
+    import typing
+
+    from torch._export.serde import schema
+    from torch._export.serde.union import _Union, _UnionTag
+
+    if isinstance(cls, typing.ForwardRef):
+        cls = cls.__forward_arg__
+    if isinstance(cls, str):
+        cls = getattr(schema, cls)
+    origin = typing.get_origin(cls)
+    if origin is typing.Annotated:
+        return _converter(cls.__origin__)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(cls)
+        if type(None) in args:
+            inner_cls = next(a for a in args if a is not type(None))
+
+            def optional(data: Any, _inner: Any = inner_cls) -> Any:
+                return None if data is None else _converter(_inner)(data)
+
+            return optional
+        return _identity
+    if isinstance(cls, type) and issubclass(cls, _Union):
+        hints = typing.get_type_hints(cls, globalns=vars(schema))
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        setattr_ = object.__setattr__
+
+        def union(data: Any) -> Any:
+            if not isinstance(data, dict) or len(data) != 1:
+                raise ValueError(f"{cls.__name__}: expected a one-key object, got {str(data)[:80]}")
+            (key, value), = data.items()
+            if key not in hints:
+                raise ValueError(f"{cls.__name__}: unknown member {key!r}")
+            obj = object.__new__(cls)
+            for n in names:
+                setattr_(obj, n, None)
+            setattr_(obj, key, _converter(hints[key])(value))
+            setattr_(obj, "_type", _UnionTag.create(key, cls))
+            return obj
+
+        return union
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+        hints = typing.get_type_hints(cls, globalns=vars(schema))
+        names = tuple(f.name for f in dataclasses.fields(cls))
+
+        def record(data: Any) -> Any:
+            if not isinstance(data, dict):
+                raise ValueError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+            return cls(**{n: _converter(hints[n])(data[n]) for n in names if n in data})
+
+        return record
+    if origin in (list, tuple) or cls in (list, tuple):
+        args = typing.get_args(cls)
+        item = args[0] if args else None
+
+        def sequence(data: Any) -> Any:
+            if not isinstance(data, list) or not data or item is None:
+                return data
+            conv = _converter(item)
+            return [conv(d) for d in data]
+
+        return sequence
+    if origin is dict or cls is dict:
+        args = typing.get_args(cls)
+        value_type = args[1] if len(args) == 2 else None
+
+        def mapping(data: Any) -> Any:
+            if not isinstance(data, dict) or value_type is None:
+                return data
+            conv = _converter(value_type)
+            return {k: conv(v) for k, v in data.items()}
+
+        return mapping
+    if cls is float:
+        return lambda data: float(data) if data is not None else None
+    return _identity
+
+
 def _node_meta_by_name(doc: dict) -> dict[str, dict]:
     return {str(n.get("name")): n.get("metadata") or {}
             for g in _graphs_of(doc) for n in g.get("nodes", [])}
@@ -181,13 +280,13 @@ def deserialize_program(doc: dict, state_dict: Any, constants: Any, example_inpu
     """
     import torch  # noqa: F401
     from torch._export.serde import schema
-    from torch._export.serde.serialize import ExportedProgramDeserializer, _dict_to_dataclass
+    from torch._export.serde.serialize import ExportedProgramDeserializer
 
     ensure_quant_ops()
     replaced = rewrite_edge_targets(doc)
     metas = _node_meta_by_name(doc)
     _drop_unknown_verifiers(doc)
-    serialized = _dict_to_dataclass(schema.ExportedProgram, doc)
+    serialized = to_schema(schema.ExportedProgram, doc)
     if example_inputs is not None and not isinstance(example_inputs, tuple):
         example_inputs = tuple(example_inputs) if isinstance(example_inputs, list) else None
     ep = ExportedProgramDeserializer().deserialize(

@@ -279,9 +279,9 @@ class ETRecord(Artifact):
                 f"(ETRecord.graphs()) which does not need a runnable program") from exc
         try:
             from torch._export.serde import schema
-            from torch._export.serde.serialize import _dict_to_dataclass
+            from ._torch_compat import to_schema
 
-            serialized = _dict_to_dataclass(schema.ExportedProgram, doc)
+            serialized = to_schema(schema.ExportedProgram, doc)
             return et_serde.ExportedProgramDeserializer().deserialize(serialized, state, consts, inputs)
         except Exception as exc:
             raise FormatError(f"{self.path}: cannot rebuild program {stage!r} ({why}; ExecuTorch's deserializer "
