@@ -56,7 +56,7 @@ _VT_CACHE: dict[int, Any] = {}
 
 _SIZES = {"B": 1, "b": 1, "?": 1, "H": 2, "h": 2, "I": 4, "i": 4, "f": 4, "Q": 8, "q": 8, "d": 8}
 
-_HINT = "the file is damaged or not what its name says; re-export it or copy it again"
+_HINT = "re-export it or copy it again (is it the file you meant?)"
 
 
 class Path:
@@ -143,8 +143,9 @@ class FlatBuffer:
         cls = TruncatedFileError if truncated else FormatError
         rendered = Path.render(path)
         where = f" (field {rendered})" if rendered else ""
+        cause = "the file is truncated or an offset in it is corrupt" if truncated else "the data is corrupt"
         raise cls(f"{self.name}: {self.what}{where}: {msg} at byte {pos} (data ends at byte {self.end}); "
-                  f"{'the file is truncated or an offset is corrupt' if truncated else 'corrupt data'}; {_HINT}")
+                  f"{cause}: {_HINT}")
 
     # -- raw access ----------------------------------------------------------------------
     def check(self, pos: int, size: int, path: Any, what: str) -> None:

@@ -201,7 +201,7 @@ def plan_graph(program: "Program", plan: "ExecutionPlan") -> Graph:
                 for vid in out_ids:
                     v = values[vid] if 0 <= vid < nvalues else None
                     # a returned tensor list whose items are listed already adds nothing new
-                    if v is not None and v.kind != "tensor" and v.val and set(v.val) <= listed:
+                    if v is not None and v.kind in _TENSORISH[1:] and v.val and set(v.val) <= listed:
                         continue
                     outputs.extend(_meta(values, vid))
                 attrs: dict[str, Any] = {"instruction": index, "chain": ci, "args": list(ins_.args),
@@ -267,6 +267,7 @@ def _delegate_summary(program: "Program", plan: "ExecutionPlan", i: int) -> dict
         out["num_values"] = len(x.values)
         out["constant_data_size"] = x.constant_data_size
         out["named_constants"] = len(x.named_keys)
+        out["debug_handle_coverage"] = [sum(1 for n in x.nodes if n.debug_handle), len(x.nodes)]
         named = {nd.key: nd.segment_index for nd in program.named_data}
         nbytes = sum(program.segments[named[k]].size for k in x.named_keys
                      if k in named and named[k] < len(program.segments))
@@ -313,6 +314,13 @@ def program_summary(art: "PteArtifact") -> dict[str, Any]:
             "non_const_buffer_sizes": list(plan.non_const_buffer_sizes),
         })
     eh = program.extended_header
+    xnodes = [n for p in program.execution_plan for d in p.delegates if d.xnnpack is not None for n in d.xnnpack.nodes]
+    if xnodes:
+        with_handle = sum(1 for n in xnodes if n.debug_handle)
+        handles = (f"{with_handle}/{len(xnodes)} XNNPACK nodes carry a debug handle; kernel calls carry none "
+                   "(the ETRecord maps instructions to handles)")
+    else:
+        handles = "not stored in .pte (the ETRecord maps instructions to debug handles)"
     return {
         "format": "pte",
         "path": art.path,
@@ -327,7 +335,7 @@ def program_summary(art: "PteArtifact") -> dict[str, Any]:
         "num_named_data": len(program.named_data),
         "named_data_size": sum(program.segments[nd.segment_index].size for nd in program.named_data
                                if nd.segment_index < len(program.segments)),
-        # A .pte stores no debug handles; ETRecord/ETDump map instructions to them.
-        "debug_handles": "not stored in .pte (use the ETRecord)",
+        # A .pte stores no handles for kernel calls; XNNPACK payloads keep one per node.
+        "debug_handles": handles,
         "methods": methods,
     }

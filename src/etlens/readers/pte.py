@@ -324,7 +324,9 @@ def _value(t: Table) -> Value:
     """Decode one EValue table."""
     tag, v = t.union(0, name="val")
     if v is None:
-        return Value(_VALUE_KINDS[tag] if tag < len(_VALUE_KINDS) else f"unknown_{tag}")
+        if tag:
+            t.fb.fail((t.path, "val", None), f"value of type {tag} has no data", t.pos, truncated=False)
+        return Value("none")
     if tag == 5:
         alloc = None
         a = v.table(6, name="allocation_info")
