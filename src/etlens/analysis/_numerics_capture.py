@@ -1,0 +1,375 @@
+"""Reference capture: pick the reference program of an ETRecord, give its nodes debug handles, run it.
+
+The reference is what the runtime is compared against (ExecuTorch's ``reference_graph``):
+
+* ``"exported_program"`` — the ATen program from ``torch.export``. It has no debug handles of its
+  own: each ATen node gets the handle of the edge node that descends from it (edge nodes carry
+  ``from_node`` chains back to ATen nodes, named ``<node name>.<graph id>``, with the ATen graph's
+  id stored as ``export_graph_id``). ATen nodes with no edge descendant (removed by a pass) get 0.
+  The program is usable only if every edge handle was found (unless validation is disabled).
+* ``"edge_dialect_exported_program"`` — the edge program, whose nodes carry handles already.
+* any other name — a ``graph_map`` program (``"<module>"`` means ``"<module>/forward"``).
+* ``None`` — the ATen program when the propagation succeeds, else the edge program.
+
+Unlike ExecuTorch, the propagated handles are kept in a side table: the cached program is never
+mutated, so asking twice (or for another reference) gives the same answer.
+
+:func:`capture_reference` runs the program once on the representative inputs with an fx
+``Interpreter`` and records, per debug handle, the output of the last node carrying it (the same
+choice as ExecuTorch's ``IntermediateOutputCapturer``), plus names, stack traces and module paths.
+With ``keep=`` only the handles that can be compared are stored, and tensors nobody needs any more
+are freed as the run goes (the interpreter drops values after their last use).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from ..errors import MissingDataError
+
+__all__ = ["ReferenceProgram", "RefNode", "Capture", "resolve_reference", "propagate_back_handles",
+           "capture_reference", "handle_key", "EXPORTED_PROGRAM", "EDGE_PROGRAM", "UNSET_DEBUG_HANDLE"]
+
+log = logging.getLogger(__name__)
+
+EXPORTED_PROGRAM = "exported_program"
+EDGE_PROGRAM = "edge_dialect_exported_program"
+UNSET_DEBUG_HANDLE = 0
+_HINT_INPUTS = ("export with to_edge_transform_and_lower(..., generate_etrecord=True), then "
+                "etrecord = et_program.get_etrecord(); etrecord.update_representative_inputs([example_inputs]); "
+                "etrecord.save(path)")
+
+
+def handle_key(handle: Any) -> tuple:
+    """A node's ``debug_handle`` meta (int or list) as a tuple key: ``3 -> (3,)``."""
+    return (handle,) if isinstance(handle, int) else tuple(handle)
+
+
+@dataclass
+class ReferenceProgram:
+    """The resolved reference: its name, the program, and handles given by back-propagation (or None)."""
+
+    name: str
+    program: Any  # torch.export.ExportedProgram or torch.fx.GraphModule
+    handles: dict | None = None  # fx Node -> int, for the ATen program
+
+
+# -- lineage helpers ------------------------------------------------------------------------------
+def _src_field(src: Any, name: str, default: Any = None) -> Any:
+    if isinstance(src, dict):
+        return src.get(name, default)
+    return getattr(src, name, default)
+
+
+def _ancestor_ids(node: Any) -> list[str]:
+    """``["name.graph_id", ...]`` of a node's provenance chain, nearest first (ExecuTorch's walk:
+    always the last entry of each ``from_node`` list)."""
+    chain = node.meta.get("from_node")
+    if not chain:
+        return []
+    src = chain[-1]
+    out = [f"{_src_field(src, 'name')}.{_src_field(src, 'graph_id')}"]
+    while True:
+        parents = _src_field(src, "from_node") or []
+        if not parents:
+            return out
+        src = parents[-1]
+        out.append(f"{_src_field(src, 'name')}.{_src_field(src, 'graph_id')}")
+
+
+def _graph_modules(gm: Any) -> Iterator[Any]:
+    """The graph module and its nested graph modules (control-flow branches), breadth first."""
+    import torch
+
+    queue = [gm]
+    seen = set()
+    while queue:
+        cur = queue.pop(0)
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        yield cur
+        for node in cur.graph.nodes:
+            if node.op == "get_attr":
+                sub = _get_attr(cur, node.target)
+                if isinstance(sub, torch.fx.GraphModule):
+                    queue.append(sub)
+
+
+def _get_attr(gm: Any, target: str) -> Any:
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _op_nodes(gm: Any) -> Iterator[Any]:
+    for sub in _graph_modules(gm):
+        for node in sub.graph.nodes:
+            if node.op not in ("placeholder", "output"):
+                yield node
+
+
+def _graph_module(program: Any) -> Any:
+    return getattr(program, "graph_module", program)
+
+
+def propagate_back_handles(aten_program: Any, export_graph_id: Any, edge_program: Any,
+                           disable_validation: bool = False) -> dict | None:
+    """Debug handles for the ATen program's nodes, from the edge program's provenance chains.
+
+    Returns ``{fx node: handle}`` (0 for nodes no edge node descends from), or ``None`` when some
+    edge handle has no ATen node and ``disable_validation`` is false (the ATen program is then not a
+    faithful reference). Linear in the total length of the provenance chains.
+    """
+    ancestor_handle: dict[str, int] = {}
+    edge_handles: list[Any] = []
+    for node in _op_nodes(_graph_module(edge_program)):
+        handle = node.meta.get("debug_handle")
+        edge_handles.append(handle)
+        for anc in _ancestor_ids(node):
+            # ExecuTorch asserts every descendant agrees; the first one wins here
+            ancestor_handle.setdefault(anc, handle)
+
+    handles: dict[Any, int] = {}
+    matched: set = set()
+    for node in _op_nodes(_graph_module(aten_program)):
+        found = ancestor_handle.get(f"{node.name}.{export_graph_id}")
+        if found is None:
+            for anc in _ancestor_ids(node):
+                found = ancestor_handle.get(anc)
+                if found is not None:
+                    break
+        if found is None:
+            handles[node] = UNSET_DEBUG_HANDLE
+        else:
+            handles[node] = found
+            matched.add(found)
+
+    if not disable_validation:
+        for handle in edge_handles:
+            try:
+                ok = handle in matched
+            except TypeError:  # an unhashable (list) handle cannot have been matched
+                ok = False
+            if not ok:
+                return None
+    return handles
+
+
+# -- resolving the reference program -----------------------------------------------------------------
+def _load(record: Any, stage: str) -> Any:
+    loader = getattr(record, "load_exported_program", None)
+    if callable(loader):
+        return loader(stage)
+    if stage == EXPORTED_PROGRAM:
+        return getattr(record, "exported_program", None)
+    if stage.startswith(EDGE_PROGRAM):
+        edge = getattr(record, "edge_dialect_program", None)
+        if isinstance(edge, dict):
+            return edge.get(stage.split("/", 1)[1] if "/" in stage else "forward")
+        return edge
+    return (getattr(record, "graph_map", None) or {}).get(stage)
+
+
+def _stages(record: Any) -> list[str]:
+    stages = getattr(record, "stages", None)
+    if stages is not None:
+        return list(stages)
+    out = []
+    if getattr(record, "exported_program", None) is not None:
+        out.append(EXPORTED_PROGRAM)
+    if getattr(record, "edge_dialect_program", None) is not None:
+        out.append(EDGE_PROGRAM + "/forward")
+    out.extend((getattr(record, "graph_map", None) or {}).keys())
+    return out
+
+
+def _edge_stage(stages: list[str]) -> str | None:
+    for s in stages:
+        if s == EDGE_PROGRAM or s.startswith(EDGE_PROGRAM + "/"):
+            if s in (EDGE_PROGRAM, EDGE_PROGRAM + "/forward"):
+                return s
+    edge = [s for s in stages if s.startswith(EDGE_PROGRAM)]
+    return edge[0] if edge else None
+
+
+def resolve_reference(record: Any, reference_graph: str | None = None,
+                      disable_validation: bool = False) -> ReferenceProgram:
+    """Pick the reference program as ExecuTorch does (see the module docstring).
+
+    Raises :class:`~etlens.errors.MissingDataError` when the requested program is not in the record
+    or the ATen program was asked for explicitly and the handle propagation failed.
+    """
+    stages = _stages(record)
+    edge_stage = _edge_stage(stages)
+    if reference_graph in (None, EXPORTED_PROGRAM):
+        aten = _load(record, EXPORTED_PROGRAM) if EXPORTED_PROGRAM in stages else None
+        handles = None
+        if aten is not None and edge_stage is not None:
+            handles = propagate_back_handles(aten, getattr(record, "export_graph_id", None),
+                                             _load(record, edge_stage), disable_validation)
+        if handles is not None:
+            return ReferenceProgram(EXPORTED_PROGRAM, aten, handles)
+        if reference_graph == EXPORTED_PROGRAM:
+            raise MissingDataError(
+                "cannot use 'exported_program' as the reference: " + (
+                    "the ETRecord has no ATen program" if aten is None else
+                    "some edge-dialect debug handles have no ATen node (lineage lost in a pass)")
+                + "; use reference_graph='edge_dialect_exported_program', or pass "
+                  "disable_debug_handle_validation=True for a best-effort comparison")
+        log.warning("the ATen program is missing or its debug handles could not be propagated back; "
+                    "using 'edge_dialect_exported_program' as the reference")
+        reference_graph = EDGE_PROGRAM
+    if reference_graph == EDGE_PROGRAM:
+        if edge_stage is None:
+            raise MissingDataError(f"the ETRecord has no edge-dialect program (stages: {stages}); "
+                                   f"{_HINT_INPUTS}")
+        return ReferenceProgram(EDGE_PROGRAM, _load(record, edge_stage))
+    lookup = reference_graph if "/" in reference_graph else f"{reference_graph}/forward"
+    if lookup not in stages:
+        options = ["exported_program", "edge_dialect_exported_program"] + [
+            s for s in stages if s != EXPORTED_PROGRAM and not s.startswith(EDGE_PROGRAM)]
+        raise MissingDataError(f"reference graph {lookup!r} is not in the ETRecord; choose one of {options}")
+    return ReferenceProgram(reference_graph, _load(record, lookup))
+
+
+# -- capture -------------------------------------------------------------------------------------------
+@dataclass
+class RefNode:
+    """What the explanations need to know about one reference node."""
+
+    name: str
+    target: str
+    handle: tuple | None  # None: the node has no debug handle
+    order: int  # position in the (topologically sorted) graph
+    module_path: str | None = None
+    module_type: str | None = None
+    stack_trace: str | None = None
+    multi_output: bool = False
+
+
+@dataclass
+class Capture:
+    """Reference outputs and their metadata, keyed like ExecuTorch's (``{(handle,): output}``)."""
+
+    graph_name: str
+    outputs: dict = field(default_factory=dict)  # handle tuple -> output of the last node with it
+    op_names: dict = field(default_factory=dict)  # handle tuple -> [node names]
+    nodes: dict = field(default_factory=dict)  # node name -> RefNode (call_function nodes, no getitem)
+    last_node: dict = field(default_factory=dict)  # handle tuple -> name of the node whose output is kept
+    skipped: set = field(default_factory=set)  # handle tuples not stored because keep() said no
+
+    @property
+    def stack_traces(self) -> dict:
+        return {name: n.stack_trace for name, n in self.nodes.items() if n.handle is not None}
+
+
+def _module_of(meta: dict) -> tuple[str | None, str | None]:
+    stack = meta.get("nn_module_stack")
+    if not stack:
+        return None, None
+    try:
+        path, typ = list(stack.values())[-1]
+    except (TypeError, ValueError):
+        return None, None
+    return str(path), (typ if isinstance(typ, str) else getattr(typ, "__qualname__", str(typ)))
+
+
+def _lifted_inputs(program: Any, user_inputs: list) -> list:
+    """Values for every placeholder of an ExportedProgram's graph: state, constants, then user inputs."""
+    sig = getattr(program, "graph_signature", None)
+    if sig is None:
+        return user_inputs
+    state = program.state_dict
+    constants = getattr(program, "constants", {}) or {}
+    it = iter(user_inputs)
+    values = []
+    for spec in sig.input_specs:
+        kind = spec.kind.name
+        if kind == "USER_INPUT":
+            try:
+                values.append(next(it))
+            except StopIteration:
+                raise MissingDataError(
+                    f"the representative inputs have {len(user_inputs)} values but the reference program "
+                    f"takes more; record inputs matching the model with {_HINT_INPUTS}") from None
+        elif kind in ("PARAMETER", "BUFFER"):
+            values.append(state[spec.target] if spec.target in state else constants[spec.target])
+        elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ"):
+            values.append(constants[spec.target])
+        else:  # effect tokens and the like: nothing to feed
+            values.append(None)
+    return values
+
+
+def capture_reference(ref: ReferenceProgram, inputs: Any,
+                      keep: Callable[[tuple], bool] | None = None) -> Capture:
+    """Run ``ref`` on one set of ``inputs`` and capture each debug handle's output.
+
+    Args:
+        ref: from :func:`resolve_reference` (or any program/GraphModule with ``debug_handle`` meta).
+        inputs: one tuple of model inputs (nested structures are flattened).
+        keep: optional ``handle tuple -> bool``; outputs of other handles are not kept (names and
+            metadata still are), which bounds memory to what can be compared.
+    """
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    from ..readers._fx import target_name
+
+    program = ref.program
+    gm = _graph_module(program)
+    override = ref.handles
+    cap = Capture(ref.name)
+    order = 0
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or "getitem" in node.name:
+            continue
+        raw = override.get(node, UNSET_DEBUG_HANDLE) if override is not None else node.meta.get("debug_handle")
+        key = None if raw is None else handle_key(raw)
+        path, typ = _module_of(node.meta)
+        val = node.meta.get("val")
+        cap.nodes[node.name] = RefNode(node.name, target_name(node.target), key, order, path, typ,
+                                       node.meta.get("stack_trace"), isinstance(val, (list, tuple)))
+        order += 1
+        if key is not None:
+            cap.op_names.setdefault(key, []).append(node.name)
+            cap.last_node[key] = node.name
+
+    values = _lifted_inputs(program, list(tree_leaves(inputs)))
+    outputs = cap.outputs
+    skipped = cap.skipped
+
+    class _Capturer(torch.fx.Interpreter):
+        def run_node(self, n):  # noqa: D401 - fx hook
+            result = super().run_node(n)
+            if n.op == "call_function" and "getitem" not in n.name:
+                info = cap.nodes.get(n.name)
+                key = info.handle if info is not None else None
+                if key is not None:
+                    if keep is not None and not keep(key):
+                        skipped.add(key)
+                    elif isinstance(result, torch.Tensor):
+                        outputs[key] = result.detach()
+                    elif isinstance(result, (tuple, list)):
+                        outputs[key] = [r.detach() if isinstance(r, torch.Tensor) else r for r in result]
+                    else:
+                        outputs[key] = result
+            return result
+
+    with torch.no_grad():
+        try:
+            _Capturer(gm).run(*values, enable_io_processing=False)
+        except MissingDataError:
+            raise
+        except Exception as exc:
+            raise MissingDataError(
+                f"running the reference program {ref.name!r} on the representative inputs failed "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}); check that the "
+                f"recorded inputs match the model ({_HINT_INPUTS})") from exc
+    return cap

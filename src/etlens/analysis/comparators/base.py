@@ -1,0 +1,181 @@
+"""The comparator base class: ``preprocessing`` + ``element_compare`` -> one gap table.
+
+A comparator turns pairs of (reference output, runtime output) into distances. It mirrors the
+shape of ExecuTorch's ``NumericalComparatorBase`` so that a comparator written for ExecuTorch works
+here unchanged:
+
+* :meth:`NumericalComparatorBase.preprocessing` may rewrite the whole mapping first (dequantize a
+  runtime tensor, change a layout, drop pairs) and must return a mapping of the same form;
+* :meth:`NumericalComparatorBase.element_compare` returns one float for one pair of tensors;
+* :meth:`NumericalComparatorBase.compare` runs both and builds the DataFrame rows
+  (``aot_debug_handle``, ``aot_ops``, ``aot_intermediate_output``, ``runtime_ops``,
+  ``runtime_debug_handle``, ``runtime_intermediate_output``, ``gap``).
+
+Example: compare after dequantizing int8 runtime tensors with a known scale::
+
+    from etlens.analysis.comparators import NumericalComparatorBase, to_float64
+
+    class DequantMSE(NumericalComparatorBase):
+        def preprocessing(self, mapping):
+            return {k: (h, v.float() * 0.05 if v.dtype == torch.int8 else v) for k, (h, v) in mapping.items()}
+        def element_compare(self, a, b):
+            return float(((to_float64(a) - to_float64(b)) ** 2).mean())
+
+    insp.calculate_numeric_gap(DequantMSE())
+
+Metrics are never rounded: ``gap`` holds the full float64 result.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Callable
+
+__all__ = ["NumericalComparatorBase", "IntermediateOutputMapping", "DebugHandle", "to_float64", "aligned_pair"]
+
+DebugHandle = tuple  # tuple[int, ...]
+#: ``{(aot_handle, aot_output): (runtime_handle, runtime_output)}`` (ExecuTorch's mapping form)
+IntermediateOutputMapping = dict
+
+
+def to_float64(value: Any):
+    """``value`` (tensor, bf16/fp16/int tensor, bool, or Python scalar) as a CPU float64 tensor.
+
+    NaN becomes 0 (and then +-inf become the largest finite float64), exactly as ExecuTorch's
+    comparators do, so a NaN in both outputs does not make every metric NaN.
+    """
+    import torch
+
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        raise ValueError(f"expected a tensor or a scalar, got a sequence of {len(value)} items")
+    try:
+        t = torch.as_tensor(value, dtype=torch.float64)
+    except Exception as exc:  # noqa: BLE001 - report what could not be converted
+        raise ValueError(f"cannot convert {type(value).__name__} to a tensor: {exc}") from exc
+    t = t.detach().cpu()
+    if t.is_floating_point() and torch.isnan(t).any():
+        t = torch.nan_to_num(t)
+    return t
+
+
+def aligned_pair(a: Any, b: Any):
+    """``(a, b)`` as float64 tensors ready for element-wise arithmetic.
+
+    When the shapes differ but the element counts agree (a runtime ``view`` is free, so the runtime
+    logs the tensor before the reshape: ``(1, 8, 4, 8)`` against ``(1, 8, 32)``), ``b`` is reshaped
+    to ``a``'s shape in memory order. Other shapes are left to broadcasting, as ExecuTorch does.
+    """
+    ta, tb = to_float64(a), to_float64(b)
+    if ta.shape != tb.shape and ta.numel() == tb.numel():
+        tb = tb.reshape(ta.shape)
+    return ta, tb
+
+
+class NumericalComparatorBase(ABC):
+    """Base of every metric. Subclass and implement :meth:`element_compare`.
+
+    Attributes:
+        name: short metric name shown in tables (``"MSE"``).
+        higher_is_better: ``True`` for similarity metrics (SNR, cosine), where a gap *below* a
+            threshold is the bad side; ``False`` for distances (MSE, L1, max_abs).
+    """
+
+    name: str = "custom"
+    higher_is_better: bool = False
+
+    def __init__(self, inspector: Any = None) -> None:
+        self._inspector = inspector
+
+    @property
+    def inspector(self) -> Any:
+        """The Inspector this comparator works for (set by ``calculate_numeric_gap`` when unset)."""
+        return self._inspector
+
+    @inspector.setter
+    def inspector(self, value: Any) -> None:
+        self._inspector = value
+
+    def preprocessing(self, mapping: IntermediateOutputMapping) -> IntermediateOutputMapping:
+        """Rewrite the mapping before comparing (dequantize, change layout...). Default: unchanged."""
+        return mapping
+
+    @abstractmethod
+    def element_compare(self, a: Any, b: Any) -> float:
+        """One distance for one pair: ``a`` is the reference output, ``b`` the runtime output."""
+
+    def crosses(self, gap: float, threshold: float) -> bool:
+        """Whether ``gap`` is on the bad side of ``threshold`` for this metric (NaN always is)."""
+        if gap != gap:  # NaN
+            return True
+        return gap < threshold if self.higher_is_better else gap > threshold
+
+    @staticmethod
+    def _validate_preprocessing_output(mapping: Any) -> None:
+        if not isinstance(mapping, dict):
+            raise TypeError(f"preprocessing() must return a dict {{(aot_handle, aot_output): "
+                            f"(runtime_handle, runtime_output)}}, got {type(mapping).__name__}")
+        for key, value in mapping.items():
+            for what, pair in (("key", key), ("value", value)):
+                if not isinstance(pair, tuple) or len(pair) != 2:
+                    raise ValueError(f"preprocessing() returned a {what} that is not a (debug_handle, output) "
+                                     f"pair: {pair!r:.200}")
+                handle = pair[0]
+                if not isinstance(handle, tuple) or not all(isinstance(x, int) for x in handle):
+                    raise ValueError(f"preprocessing() returned a debug handle that is not a tuple of ints: "
+                                     f"{handle!r:.200}")
+
+    def _compare_intermediate_outputs(self, a: Any, b: Any) -> list[float]:
+        a_seq = isinstance(a, Sequence)
+        b_seq = isinstance(b, Sequence)
+        if a_seq and b_seq:
+            if len(a) != len(b):
+                raise ValueError(f"cannot compare {len(a)} reference outputs with {len(b)} runtime outputs")
+            return [self.element_compare(x, y) for x, y in zip(a, b)]
+        if not a_seq and not b_seq:
+            return [self.element_compare(a, b)]
+        raise ValueError("cannot compare a sequence of outputs with a single output")
+
+    def compare(self, mapping: IntermediateOutputMapping, aot_debug_handle_to_op_names: Any,
+                runtime_debug_handle_to_op_names: Any):
+        """Preprocess, compare every pair, return the gap DataFrame (ExecuTorch's columns and row order).
+
+        ``*_op_names`` are either plain ``{handle: [names]}`` dicts or objects with a
+        ``find(handle) -> [names]`` method (etlens passes indexed ones so the lookup stays linear).
+        """
+        import pandas as pd
+
+        processed = self.preprocessing(mapping)
+        self._validate_preprocessing_output(processed)
+        find_aot = _finder(aot_debug_handle_to_op_names)
+        find_rt = _finder(runtime_debug_handle_to_op_names)
+        rows = []
+        for (aot_handle, aot_out), (rt_handle, rt_out) in processed.items():
+            if aot_out is None or rt_out is None:
+                continue
+            # ExecuTorch skips reference outputs that are several tensors (e.g. an undecomposed
+            # ``unbind`` in the ATen graph); etlens reports them in explain_unpaired instead.
+            if isinstance(aot_out, Sequence) and len(aot_out) > 1:
+                continue
+            rows.append({
+                "aot_debug_handle": aot_handle,
+                "aot_ops": find_aot(aot_handle),
+                "aot_intermediate_output": aot_out,
+                "runtime_ops": find_rt(rt_handle),
+                "runtime_debug_handle": rt_handle,
+                "runtime_intermediate_output": rt_out,
+                "gap": self._compare_intermediate_outputs(aot_out, rt_out),
+            })
+        return pd.DataFrame(rows)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def _finder(names: Any) -> Callable[[tuple], list[str]]:
+    find = getattr(names, "find", None)
+    if callable(find):
+        return find
+    from .._numerics_match import HandleNameIndex
+
+    return HandleNameIndex(names).find

@@ -1,0 +1,22 @@
+"""L1 distance: ``sum(|a - b|)`` in float64 (a sum, not a mean, as in ExecuTorch). 0 means identical."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import NumericalComparatorBase, aligned_pair
+
+__all__ = ["L1Comparator"]
+
+
+class L1Comparator(NumericalComparatorBase):
+    """Sum of absolute differences (lower is better)."""
+
+    name = "L1"
+
+    def element_compare(self, a: Any, b: Any) -> float:
+        ta, tb = aligned_pair(a, b)
+        try:
+            return float((ta - tb).abs().sum())
+        except RuntimeError as exc:
+            raise ValueError(f"L1: cannot compare shapes {tuple(ta.shape)} and {tuple(tb.shape)}: {exc}") from exc

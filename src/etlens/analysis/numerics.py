@@ -1,0 +1,412 @@
+"""Numerical debugger: where do the runtime's numbers drift from the reference, and by how much?
+
+``calculate_numeric_gap`` runs the reference program stored in the ETRecord on its representative
+inputs, pairs each reference output with the runtime's intermediate output (ETDump debug events)
+through debug handles, and computes a distance per pair. The rows, columns and order are those of
+``executorch.devtools.Inspector.calculate_numeric_gap``; the pairing is near-linear instead of
+quadratic, metrics are not rounded, bf16/fp16 tensors work, and what could not be paired is
+explained instead of silently dropped.
+
+Usage (``etlens.Inspector`` delegates to these functions)::
+
+    from etlens import Inspector
+    insp = Inspector(etdump_path="run.etdp", etrecord="model.etrecord", debug_buffer_path="run.bin")
+    df = insp.calculate_numeric_gap("SNR")        # one row per compared op group
+    insp.explain_unpaired()                        # every op / event without a row, and why
+    insp.first_divergence(threshold=1e-4, metric="MSE")   # earliest op over the threshold
+
+Or on the module level: ``calculate_numeric_gap(insp, "MSE")``. The heavy part (running the
+reference) is done once per (reference graph, validation, memory) choice and cached on the
+inspector; changing the metric only recomputes distances.
+
+Deliberate differences from ExecuTorch (each has a test):
+
+* runtime and reference tensors with the same number of elements but different shapes (the runtime
+  logs the tensor before a free ``view``) are compared element by element in memory order;
+  ExecuTorch broadcasts them, which raises (``(1, 8, 32)`` vs ``(1, 8, 4, 8)``) or, for shapes such
+  as ``(8, 1)`` vs ``(1, 8)``, silently compares the wrong pairs;
+* a group that cannot be compared (shapes that do not fit, several runtime events for one reference
+  handle, a runtime event with fewer tensors than outputs) is reported by :func:`explain_unpaired`
+  instead of raising and losing every other row;
+* an empty result still has the columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import EtlensError, MissingDataError
+from ._numerics_capture import (EXPORTED_PROGRAM, UNSET_DEBUG_HANDLE, Capture, capture_reference,
+                                resolve_reference)
+from ._numerics_match import HandleNameIndex, PairInfo, PairResult, pair_outputs
+from ._numerics_runtime import RuntimeOutputs, collect_runtime_outputs, runtime_blocks
+from .comparators import METRIC_NAMES, NumericalComparatorBase, get_comparator
+
+__all__ = ["calculate_numeric_gap", "explain_unpaired", "first_divergence", "analyze", "NumericalAnalysis",
+           "Divergence", "GAP_COLUMNS", "METRIC_NAMES", "KEEP_CHOICES"]
+
+#: the columns of the gap table, in ExecuTorch's order
+GAP_COLUMNS = ["aot_debug_handle", "aot_ops", "aot_intermediate_output", "runtime_ops", "runtime_debug_handle",
+               "runtime_intermediate_output", "gap", "stacktraces"]
+#: ``keep_outputs`` choices: every reference output, or only those a runtime event can pair with
+KEEP_CHOICES = ("all", "compared")
+
+_HINT_ETRECORD = ("export with to_edge_transform_and_lower(..., generate_etrecord=True), then "
+                  "etrecord = program.get_etrecord(); etrecord.update_representative_inputs([example_inputs]); "
+                  "etrecord.save('model.etrecord')")
+_HINT_DEBUG = ("run the program with ETDump and a debug buffer: "
+               "_load_for_executorch_from_buffer(pte, enable_etdump=True, debug_buffer_size=64 << 20), "
+               "then module.write_etdump_result_to_file('run.etdp', 'run.debug.bin') "
+               "(in C++: ETDumpGen::set_debug_buffer and EventTracerDebugLogLevel::kIntermediateOutputs)")
+
+
+# -- inputs from the inspector -------------------------------------------------------------------
+def _record_of(inspector: Any) -> Any:
+    for attr in ("_etrecord", "etrecord", "record"):
+        rec = getattr(inspector, attr, None)
+        if rec is not None and not isinstance(rec, (str, bytes)):
+            return rec
+        if isinstance(rec, str):
+            from ..readers.etrecord import read
+
+            return read(rec)
+    raise MissingDataError(f"the numeric gap needs the ETRecord: pass etrecord='model.etrecord' to the Inspector; "
+                           f"to produce one, {_HINT_ETRECORD}")
+
+
+def _representative_inputs(record: Any) -> tuple:
+    inputs = getattr(record, "representative_inputs", None)
+    if inputs is None:
+        inputs = getattr(record, "_representative_inputs", None)
+    if not inputs:
+        where = getattr(record, "path", "the ETRecord")
+        raise MissingDataError(f"{where}: no representative inputs recorded, so there is nothing to run the "
+                               f"reference on; {_HINT_ETRECORD}")
+    first = inputs[0] if isinstance(inputs, list) else inputs
+    return first if isinstance(first, tuple) else (first,)
+
+
+def _check_runtime(runtime: RuntimeOutputs, inspector: Any) -> None:
+    if runtime.n_debug_events:
+        return
+    has_buffer = any(getattr(inspector, a, None) for a in ("debug_buffer_path", "_debug_buffer_path"))
+    if not runtime.outputs and not runtime.winners:
+        raise MissingDataError("the ETDump has no events tied to operators of the ETRecord (no debug handles "
+                               "resolve); pass the ETRecord this program was exported with")
+    raise MissingDataError(
+        "the ETDump holds no intermediate outputs" + ("" if has_buffer else " (and no debug buffer was given: "
+                                                       "pass debug_buffer_path=... / --debug-buffer)")
+        + f"; {_HINT_DEBUG}")
+
+
+# -- the analysis ------------------------------------------------------------------------------------
+@dataclass
+class Divergence:
+    """The earliest reference op (in graph order) whose gap crosses the threshold."""
+
+    row: int  # index into the gap table
+    op: str  # name of the node whose output was compared
+    target: str  # its operator
+    aot_ops: list
+    runtime_ops: list
+    debug_handle: tuple
+    gap: list
+    metric: str
+    threshold: float
+    module_path: str | None
+    module_type: str | None
+    stack_trace: str | None
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+    def __str__(self) -> str:
+        where = f" in {self.module_path} ({self.module_type})" if self.module_path else ""
+        gap = ", ".join(f"{g:.6g}" for g in self.gap)
+        return (f"first divergence: {self.op} ({self.target}){where}, {self.metric} = {gap} "
+                f"(threshold {self.threshold:g}), debug handle {self.debug_handle}")
+
+
+class NumericalAnalysis:
+    """The reference capture, the runtime selection and their pairing, computed once.
+
+    Build with :func:`analyze`. :meth:`gap_table` computes a metric over the pairs;
+    :meth:`explain_unpaired` and :meth:`first_divergence` reuse the same pairing.
+    """
+
+    def __init__(self, capture: Capture, runtime: RuntimeOutputs, paired: PairResult, inspector: Any = None):
+        self.capture = capture
+        self.runtime = runtime
+        self.paired = paired
+        self.inspector = inspector
+        self._aot_names = HandleNameIndex(capture.op_names)
+        self._rt_names = HandleNameIndex(runtime.op_names)
+        self.last_errors: list[dict] = []  # pairs the last gap_table could not compare
+
+    @property
+    def reference_graph(self) -> str:
+        return self.capture.graph_name
+
+    # -- gap table ---------------------------------------------------------------------------
+    def _rows(self, comparator: Any, multi_output: bool) -> tuple[list[dict], list[PairInfo | None], list[dict]]:
+        mapping = self.paired.mapping
+        processed = comparator.preprocessing(mapping)
+        validate = getattr(comparator, "_validate_preprocessing_output", None) or \
+            NumericalComparatorBase._validate_preprocessing_output
+        validate(processed)
+        infos_by_key = dict(zip(mapping.keys(), self.paired.info))
+        compare = getattr(comparator, "_compare_intermediate_outputs", None)
+        rows: list[dict] = []
+        infos: list[PairInfo | None] = []
+        errors: list[dict] = []
+        for key, (rt_handle, rt_out) in processed.items():
+            aot_handle, aot_out = key
+            info = infos_by_key.get(key)
+            if aot_out is None or rt_out is None:
+                continue
+            a, b = aot_out, rt_out
+            if isinstance(aot_out, Sequence) and len(aot_out) > 1:
+                if not multi_output:
+                    errors.append({"debug_handle": aot_handle, "runtime_debug_handle": rt_handle,
+                                   "reason": "multi_output", "info": info,
+                                   "detail": f"returns {len(aot_out)} tensors; ExecuTorch's table skips such ops "
+                                             f"(pass multi_output=True to compare them by position)"})
+                    continue
+                a, b = _align_multi(aot_out, rt_out)
+                if a is None:
+                    errors.append({"debug_handle": aot_handle, "runtime_debug_handle": rt_handle,
+                                   "reason": "multi_output", "info": info,
+                                   "detail": f"reference returns {len(aot_out)} tensors, runtime logged "
+                                             f"{len(rt_out) if isinstance(rt_out, Sequence) else 1}; no "
+                                             f"positional match"})
+                    continue
+            try:
+                gap = compare(a, b) if compare is not None else [comparator.element_compare(a, b)]
+            except (ValueError, RuntimeError, TypeError) as exc:
+                errors.append({"debug_handle": aot_handle, "runtime_debug_handle": rt_handle,
+                               "reason": "shape_mismatch" if _shapes_differ(a, b) else "not_comparable",
+                               "info": info, "detail": f"{_describe(a)} vs {_describe(b)}: {exc}"})
+                continue
+            rows.append({
+                "aot_debug_handle": aot_handle,
+                "aot_ops": self._aot_names.find(aot_handle),
+                "aot_intermediate_output": aot_out,
+                "runtime_ops": self._rt_names.find(rt_handle),
+                "runtime_debug_handle": rt_handle,
+                "runtime_intermediate_output": rt_out,
+                "gap": gap,
+            })
+            infos.append(info)
+        return rows, infos, errors
+
+    def gap_table(self, distance: Any = "MSE", multi_output: bool = False):
+        """The gap DataFrame for ``distance`` (a metric name or a comparator instance).
+
+        ``multi_output=True`` also compares reference ops that return several tensors (ExecuTorch
+        skips them): each runtime tensor against the reference output at the same position counted
+        from the end, one gap per tensor.
+        """
+        import pandas as pd
+
+        comparator = get_comparator(distance, self.inspector)
+        if _overrides_compare(comparator):
+            df = comparator.compare(self.paired.mapping, self.capture.op_names, self.runtime.op_names)
+            self.last_errors = []
+        else:
+            rows, _, errors = self._rows(comparator, multi_output)
+            self.last_errors = errors
+            df = pd.DataFrame(rows, columns=GAP_COLUMNS[:-1])
+        traces = {name: node.stack_trace for name, node in self.capture.nodes.items() if node.handle is not None}
+        if len(df) > 0:
+            df["stacktraces"] = [{name: traces.get(name) for name in ops} for ops in df["aot_ops"]]
+        else:
+            df = pd.DataFrame(columns=GAP_COLUMNS)
+        return df
+
+    # -- first divergence -----------------------------------------------------------------------
+    def first_divergence(self, threshold: float, metric: Any = "MSE", multi_output: bool = False) -> Divergence | None:
+        """The earliest compared op, in reference-graph order, whose gap crosses ``threshold``.
+
+        "Crosses" means above the threshold for distances (MSE, L1, max_abs) and below it for
+        similarities (SNR in dB, cosine). A NaN gap always crosses. Returns ``None`` when no op does.
+        """
+        comparator = get_comparator(metric, self.inspector)
+        rows, infos, _ = self._rows(comparator, multi_output)
+        crosses = getattr(comparator, "crosses", None) or NumericalComparatorBase.crosses.__get__(comparator)
+        best: tuple | None = None
+        for i, (row, info) in enumerate(zip(rows, infos)):
+            if not any(crosses(float(g), threshold) for g in row["gap"]):
+                continue
+            node = self._compared_node(info, row)
+            order = node.order if node is not None else 1 << 60
+            if best is None or order < best[0]:
+                best = (order, i, row, node)
+        if best is None:
+            return None
+        _, i, row, node = best
+        return Divergence(
+            row=i, op=node.name if node else (row["aot_ops"][-1] if row["aot_ops"] else "?"),
+            target=node.target if node else "?", aot_ops=row["aot_ops"], runtime_ops=row["runtime_ops"],
+            debug_handle=row["aot_debug_handle"], gap=[float(g) for g in row["gap"]],
+            metric=getattr(comparator, "name", type(comparator).__name__), threshold=threshold,
+            module_path=node.module_path if node else None, module_type=node.module_type if node else None,
+            stack_trace=node.stack_trace if node else None)
+
+    def _compared_node(self, info: PairInfo | None, row: dict):
+        if info is not None:
+            name = self.capture.last_node.get(info.aot_handle)
+            if name is not None:
+                return self.capture.nodes.get(name)
+        nodes = [self.capture.nodes[n] for n in row["aot_ops"] if n in self.capture.nodes]
+        return max(nodes, key=lambda n: n.order) if nodes else None
+
+    # -- explanations -------------------------------------------------------------------------------
+    def explain_unpaired(self, include_framework_events: bool = False, multi_output: bool = False):
+        """Every reference op and runtime event without its own row in the gap table, and why."""
+        from ._numerics_explain import explain
+
+        return explain(self, include_framework_events=include_framework_events, multi_output=multi_output)
+
+
+def _overrides_compare(comparator: Any) -> bool:
+    """True when the comparator replaces the whole ``compare`` pipeline (then it is called as is)."""
+    for cls in type(comparator).__mro__:
+        if "compare" in cls.__dict__:
+            return cls.__name__ != "NumericalComparatorBase"
+    return False
+
+
+def _describe(x: Any) -> str:
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return f"{str(x.dtype).replace('torch.', '')}{list(x.shape)}"
+    if isinstance(x, Sequence):
+        return "[" + ", ".join(_describe(v) for v in x) + "]"
+    return type(x).__name__
+
+
+def _shapes_differ(a: Any, b: Any) -> bool:
+    sa, sb = getattr(a, "shape", None), getattr(b, "shape", None)
+    return sa is not None and sb is not None and tuple(sa) != tuple(sb)
+
+
+def _numel(x: Any) -> int | None:
+    n = getattr(x, "numel", None)
+    return n() if callable(n) else None
+
+
+def _align_multi(aot_out: Sequence, rt_out: Any) -> tuple[Any, Any]:
+    """Pair a multi-output reference with what the runtime logged, counting from the last output."""
+    rt = list(rt_out) if isinstance(rt_out, Sequence) else [rt_out]
+    if not rt or len(rt) > len(aot_out):
+        return None, None
+    ref = list(aot_out)[len(aot_out) - len(rt):]
+    if any(_numel(r) is None or _numel(r) != _numel(a) for a, r in zip(ref, rt)):
+        return None, None
+    return ref, rt
+
+
+# -- entry points -------------------------------------------------------------------------------------
+def _resolve_validation(disable_debug_handle_valdiation: bool, disable_debug_handle_validation: bool | None) -> bool:
+    return bool(disable_debug_handle_valdiation or disable_debug_handle_validation)
+
+
+def analyze(inspector: Any, reference_graph: str | None = None, disable_debug_handle_validation: bool = False,
+            keep_outputs: str = "all") -> NumericalAnalysis:
+    """Capture the reference, select the runtime outputs and pair them (cached on the inspector).
+
+    Args:
+        inspector: an ``etlens.Inspector`` (or anything with ``event_blocks`` and an ETRecord).
+        reference_graph: ``None`` (ATen program if its handles propagate, else the edge program),
+            ``"exported_program"``, ``"edge_dialect_exported_program"`` or a graph-map name.
+        disable_debug_handle_validation: use the ATen program even when some edge handles have no
+            ATen node (best effort).
+        keep_outputs: ``"all"`` keeps every reference output (as ExecuTorch); ``"compared"`` keeps
+            only outputs whose handle occurs in a runtime event, which is what can be compared.
+    """
+    if keep_outputs not in KEEP_CHOICES:
+        raise EtlensError(f"keep_outputs must be one of {KEEP_CHOICES}, got {keep_outputs!r}")
+    cache_key = (reference_graph, bool(disable_debug_handle_validation), keep_outputs)
+    cache = getattr(inspector, "_etlens_numerics_cache", None)
+    if cache is not None and cache_key in cache:
+        return cache[cache_key]
+
+    record = _record_of(inspector)
+    inputs = _representative_inputs(record)
+    runtime = collect_runtime_outputs(runtime_blocks(inspector))
+    _check_runtime(runtime, inspector)
+    ref = resolve_reference(record, reference_graph, bool(disable_debug_handle_validation))
+    keep = None
+    if keep_outputs == "compared":
+        wanted = {h for key in runtime.outputs for h in key}
+
+        def keep(key: tuple) -> bool:
+            return bool(key) and key[0] in wanted
+
+    capture = capture_reference(ref, inputs, keep)
+    if not capture.op_names:
+        raise MissingDataError(f"the reference program {ref.name!r} has no nodes with debug handles; "
+                               f"regenerate the ETRecord with generate_etrecord=True")
+    paired = pair_outputs(capture.outputs, runtime.outputs)
+    analysis = NumericalAnalysis(capture, runtime, paired, inspector)
+    if cache is None:
+        try:
+            cache = {}
+            setattr(inspector, "_etlens_numerics_cache", cache)
+        except AttributeError:
+            cache = None
+    if cache is not None:
+        cache[cache_key] = analysis
+    return analysis
+
+
+def calculate_numeric_gap(inspector: Any, distance: Any = "MSE", disable_debug_handle_valdiation: bool = False,
+                          reference_graph: str | None = None, *, disable_debug_handle_validation: bool | None = None,
+                          keep_outputs: str = "all", multi_output: bool = False):
+    """Per-op numeric gap between the ETRecord reference and the runtime (ExecuTorch-compatible).
+
+    Args:
+        inspector: the Inspector holding the ETDump (with intermediate outputs) and the ETRecord.
+        distance: ``"MSE"``, ``"L1"``, ``"SNR"``, ``"cosine"``, ``"max_abs"`` or a
+            :class:`~etlens.analysis.comparators.NumericalComparatorBase` instance.
+        disable_debug_handle_valdiation: ExecuTorch's (misspelled) keyword, accepted as is.
+        reference_graph: which program is the reference (see :func:`analyze`).
+        disable_debug_handle_validation: the same switch, spelled correctly.
+        keep_outputs: ``"compared"`` bounds memory to the outputs that can be compared.
+        multi_output: also compare ops with several outputs (ExecuTorch skips them).
+
+    Returns:
+        a DataFrame with columns :data:`GAP_COLUMNS`, one row per compared op group; ``gap`` is a list
+        (one value per compared tensor), ``stacktraces`` maps each op name to its stack trace.
+    """
+    analysis = analyze(inspector, reference_graph,
+                       _resolve_validation(disable_debug_handle_valdiation, disable_debug_handle_validation),
+                       keep_outputs)
+    return analysis.gap_table(distance, multi_output=multi_output)
+
+
+def explain_unpaired(inspector: Any, reference_graph: str | None = None,
+                     disable_debug_handle_validation: bool = False, *, include_framework_events: bool = False,
+                     multi_output: bool = False, disable_debug_handle_valdiation: bool = False):
+    """Every reference op and runtime event that has no row of its own in the gap table, and why.
+
+    Returns a DataFrame with columns ``side`` (``reference``/``runtime``), ``name``, ``op``,
+    ``debug_handle``, ``reason`` (a code, see :data:`etlens.analysis._numerics_explain.REASONS`),
+    ``detail`` (a sentence), ``module_path``, ``stack_trace``, ``row`` (the gap-table row that covers it,
+    if any). Reference ops come first in graph order, then runtime events in dump order.
+    """
+    analysis = analyze(inspector, reference_graph,
+                       _resolve_validation(disable_debug_handle_valdiation, disable_debug_handle_validation))
+    return analysis.explain_unpaired(include_framework_events=include_framework_events, multi_output=multi_output)
+
+
+def first_divergence(inspector: Any, threshold: float, metric: Any = "MSE", reference_graph: str | None = None,
+                     disable_debug_handle_validation: bool = False, *, multi_output: bool = False) -> Divergence | None:
+    """The earliest op in graph order whose gap crosses ``threshold`` (module path, stack trace), or None."""
+    analysis = analyze(inspector, reference_graph, disable_debug_handle_validation)
+    return analysis.first_divergence(threshold, metric, multi_output=multi_output)
+
+
+# silence "imported but unused" for names re-exported for type checkers
+_ = (EXPORTED_PROGRAM, UNSET_DEBUG_HANDLE)
