@@ -72,6 +72,8 @@ def summary_paragraph(inspector, top: int = 5) -> str:
         else:
             ops = [i for i, n in enumerate(b.names) if n not in _FRAMEWORK and n != "OPERATOR_CALL"
                    and not b.is_delegated[i] and b.has_perf[i]]
+            if not ops:  # e.g. the 'Default' block: only load/init events
+                ops = [i for i, n in enumerate(b.names) if b.has_perf[i]]
             total = float(np.nansum(stats[ops, 3])) if ops else 0.0
             how = "sum of event avgs"
         parts.append(f"block '{b.name}' ({runs} run{'s' if runs != 1 else ''}, {len(b)} events): "

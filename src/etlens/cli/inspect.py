@@ -1,0 +1,115 @@
+"""``etlens inspect``: per-operator timings of an ETDump as a table, TSV, CSV or JSON, plus timelines.
+
+Prints the events (ExecuTorch Inspector columns, ``OPERATOR_CALL`` rows folded away as in
+``print_data_tabular``) and a one-paragraph summary: total time per block, top operators and the
+delegated share of time. ``--perfetto`` writes a Chrome trace-event timeline, ``--tensorboard`` a
+TensorBoard event file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ._common import add_command, write_text
+
+__all__ = ["register", "run"]
+
+
+def register(sub) -> None:
+    p = add_command(sub, "inspect", "per-operator timings of an ETDump (+ ETRecord, + debug buffer)",
+                    "etlens inspect --etdump run.etdp --etrecord model.etrecord --perfetto trace.json")
+    p.add_argument("--etdump", required=True, help=".etdp written by write_etdump_result_to_file")
+    p.add_argument("--etrecord", help=".etrecord of the same program (op types, stack traces, modules)")
+    p.add_argument("--debug-buffer", help="debug buffer .bin written next to the .etdp (intermediate outputs)")
+    p.add_argument("--format", choices=["table", "tsv", "csv", "json"], default="table")
+    p.add_argument("-o", "--output", help="write the table here instead of stdout")
+    p.add_argument("--perfetto", metavar="TRACE_JSON", help="also write a Chrome/Perfetto trace-event timeline")
+    p.add_argument("--tensorboard", metavar="LOGDIR", help="also write per-operator latency for TensorBoard")
+    p.add_argument("--source-time-scale", default="ns", choices=["ns", "us", "ms", "s", "cycles"])
+    p.add_argument("--target-time-scale", default="ms", choices=["ns", "us", "ms", "s", "cycles"])
+    p.add_argument("--all-events", action="store_true", help="keep OPERATOR_CALL rows")
+    p.add_argument("--no-summary", action="store_true", help="do not print the summary paragraph")
+    p.set_defaults(func=run)
+
+
+def _json_rows(df) -> str:
+    import math
+
+    def clean(v):
+        if isinstance(v, float) and math.isnan(v):
+            return None
+        if hasattr(v, "item") and not isinstance(v, (list, dict, str)):
+            try:
+                return v.item()
+            except (ValueError, AttributeError):
+                return str(v)
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        if isinstance(v, dict):
+            return {str(k): clean(x) for k, x in v.items()}
+        return v
+
+    rows = [{k: clean(v) for k, v in rec.items()} for rec in df.to_dict(orient="records")]
+    return json.dumps(rows, indent=1, default=str)
+
+
+def run(args) -> int:
+    import warnings
+
+    from .._progress import progress
+    from ..analysis.inspector import Inspector
+    from ..model.events import TimeScale
+
+    import os
+
+    size = os.path.getsize(args.etdump) if os.path.exists(args.etdump) else 0
+    bar = progress(total=3, desc="etlens inspect", unit="step", enabled=sys.stderr.isatty() and size > (1 << 20))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bar.set_description("reading ETDump, grouping events" + (" + ETRecord" if args.etrecord else ""))
+        insp = Inspector(etdump_path=args.etdump, etrecord=args.etrecord, debug_buffer_path=args.debug_buffer,
+                         source_time_scale=TimeScale(args.source_time_scale),
+                         target_time_scale=TimeScale(args.target_time_scale))
+        bar.update(1)
+        bar.set_description("building table")
+        if args.all_events:
+            df = insp.to_dataframe().drop(columns=["debug_data"])
+        else:
+            df = insp._prepare_dataframe()
+        bar.update(1)
+        if args.format == "table":
+            from tabulate import tabulate
+
+            text = tabulate(df, headers="keys", tablefmt="simple", showindex=False)
+        elif args.format in ("tsv", "csv"):
+            text = df.to_csv(sep="\t" if args.format == "tsv" else ",", index=False)
+        else:
+            text = _json_rows(df)
+        if args.perfetto:
+            bar.set_description("writing timeline")
+            insp.write_perfetto_trace(args.perfetto)
+        if args.tensorboard:
+            insp.write_tensorboard_artifact(args.tensorboard)
+        bar.update(1)
+        bar.close()
+    for w in caught:
+        if "Output Buffer not found" in str(w.message) and args.format != "table":
+            continue
+        print(f"etlens: warning: {w.message}", file=sys.stderr)
+    write_text(text, args.output)
+    notes = []
+    if args.output:
+        notes.append(f"wrote {len(df)} rows to {args.output}")
+    if args.perfetto:
+        notes.append(f"wrote timeline {args.perfetto} (open in https://ui.perfetto.dev)")
+    if args.tensorboard:
+        notes.append(f"wrote TensorBoard logs to {args.tensorboard} (tensorboard --logdir {args.tensorboard})")
+    summary = "" if args.no_summary else insp.summary_text()
+    # keep machine-readable stdout clean: notes and summary go to stderr unless the table went to a file
+    stream = sys.stdout if (args.format == "table" or args.output) else sys.stderr
+    if summary:
+        print("\n" + summary if stream is sys.stdout and not args.output else summary, file=stream)
+    for n in notes:
+        print(n, file=stream)
+    return 0
