@@ -1,0 +1,80 @@
+"""``etlens trace``: compile a model for a backend pass by pass and write the trace (JSON, HTML)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import EtlensError
+from ._common import add_command
+
+_EXAMPLE = ("etlens trace --model cnn --backend xnnpack -o trace.json --html trace.html\n"
+            "  etlens trace --model my_models.py:build --backend aten -o trace.json\n"
+            "  etlens trace --list-backends")
+
+
+def register(sub) -> None:
+    p = add_command(sub, "trace", "trace a compilation pass by pass (graph, diff, timings, debug handles)",
+                    _EXAMPLE)
+    p.add_argument("--model", help="demo name (see 'etlens demos'), MODULE:ATTR or path/to/file.py:ATTR; ATTR is a "
+                                   "function returning (model, example_inputs), or an nn.Module (then give "
+                                   "--input-shape or define example_inputs next to it)")
+    p.add_argument("--backend", default="xnnpack", help="registered backend (default: xnnpack; 'aten' needs only "
+                                                        "PyTorch)")
+    p.add_argument("-o", "--output", help="trace JSON to write (default: <model>.<backend>.trace.json)")
+    p.add_argument("--html", help="also write the pass-by-pass HTML viewer here")
+    p.add_argument("--quantize", action="store_true", help="pt2e-quantize with the backend's quantizer first")
+    p.add_argument("--quantize-io", action="store_true",
+                   help="with --quantize: strip the float (de)quantize wrapper so the program takes/returns int8")
+    p.add_argument("--no-lower", action="store_true", help="stop before partitioning/lowering")
+    p.add_argument("--no-times", action="store_true",
+                   help="store zero wall times (byte-identical files for identical runs)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="D0,D1,...",
+                   help="example input shape (repeat for several inputs) when ATTR is a plain nn.Module")
+    p.add_argument("--list-backends", action="store_true", help="list backends and whether they are usable")
+    p.set_defaults(func=run)
+
+
+def _list_backends() -> int:
+    from ..passes.backends import _REGISTRY, available_backends
+
+    for name, reason in available_backends().items():
+        state = "ok" if reason is None else f"unavailable: {reason}"
+        print(f"{name:10} {_REGISTRY[name].description}\n{'':10} [{state}]")
+    return 0
+
+
+def run(args) -> int:
+    if args.list_backends:
+        return _list_backends()
+    if not args.model:
+        raise EtlensError("etlens trace: give --model (a demo name, MODULE:ATTR or file.py:ATTR); "
+                          "see 'etlens demos'")
+    from ..passes.backends import get_backend
+    from ..passes.loader import load_model
+    from ..passes.tracer import trace_passes
+
+    get_backend(args.backend).check_available()  # fail before building the model
+    model, inputs, name = load_model(args.model, args.input_shape)
+    out = args.output or f"{name}.{args.backend}.trace.json"
+    trace = trace_passes(model, inputs, backend=args.backend, quantize=args.quantize,
+                         quantize_io=args.quantize_io, lower=not args.no_lower, name=name, output=out,
+                         record_times=not args.no_times)
+    passes = sum(1 for s in trace.snapshots if s.stage == "pass")
+    lost = sum(len(s.handle_report.get("lost") or []) for s in trace.snapshots)
+    print(f"wrote {out}: {len(trace.snapshots)} snapshots ({passes} passes) of {name} for {args.backend}"
+          + (f"; {lost} node(s) lost debug handles (see handle_report)" if lost else ""))
+    if args.html:
+        try:
+            from ..views.html import generate_multi_pass_html
+        except ImportError as exc:
+            raise EtlensError(f"--html needs the HTML viewer (etlens.views.html.generate_multi_pass_html), which "
+                              f"is not available in this install ({exc}); the trace JSON was written to {out}") from exc
+        generate_multi_pass_html(trace, args.html)
+        print(f"wrote {args.html}")
+    failed = trace.failed
+    if failed is not None:
+        print(f"etlens: error: {failed.error['message']} (trace written to {os.path.abspath(out)}; the "
+              f"traceback is in snapshot {failed.index} {failed.name!r})", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,350 @@
+"""Backend registry for the pass tracer: what "compile for backend X" means, stage by stage.
+
+A :class:`BackendConfig` says how to quantize (optional), which edge compile config to use, where
+the backend's pass list comes from (so the tracer can run and snapshot the passes one at a time),
+and how to partition/lower. Everything that touches ExecuTorch is a factory called lazily, so the
+registry imports nothing heavy and the ``aten`` backend works without ExecuTorch installed.
+
+Built in:
+
+* ``aten`` — pure PyTorch: ``torch.export`` + ``run_decompositions`` (no ExecuTorch needed);
+* ``xnnpack`` — ExecuTorch's XNNPACK pass list (the one its ``XNNPACKPassManager`` runs inside the
+  delegate's preprocess), then ``to_edge_transform_and_lower`` with ``XnnpackPartitioner``;
+* ``cortex_m`` — ``CortexMPassManager``'s pass list on the whole program (no partitioner);
+* ``vulkan`` — export/edge stages, then lowering with ``VulkanPartitioner`` (its passes are inline in
+  its preprocess, so there is no static list to step through);
+* ``qnn`` — the Qualcomm to-edge transform passes one by one (lowering needs the QNN SDK);
+* ``cadence`` — export/edge stages (its passes run inside its own compiler entry point).
+
+Register your own::
+
+    from etlens import BackendConfig, register_backend
+    register_backend(BackendConfig(
+        name="mybackend",
+        pass_list=lambda program: [MyPassA, MyPassB],   # classes or instances, run in order
+        partitioner_factory=lambda: MyPartitioner(),
+        requires=["mybackend_py"],
+    ))
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import BackendUnavailableError, EtlensError
+
+__all__ = [
+    "BackendConfig",
+    "PassSpec",
+    "register_backend",
+    "get_backend",
+    "backend_names",
+    "available_backends",
+    "instantiate_pass",
+]
+
+
+@dataclass
+class PassSpec:
+    """One pass of a backend's list: a display name and how to build it for the current program.
+
+    ``make(program)`` returns a callable ``graph_module -> PassResult`` (the ``torch.fx.passes.infra``
+    shape) or an ExecuTorch ``ExportedProgramPassBase``.
+    """
+
+    name: str
+    make: Callable[[Any], Any]
+
+
+@dataclass
+class BackendConfig:
+    """How to compile for one backend, as a sequence of traceable stages.
+
+    Fields:
+        name: registry key (``etlens trace --backend NAME``).
+        description: one line for ``etlens trace --list-backends``.
+        requires: importable Python modules the backend needs (checked before anything runs).
+        install_hint: what to tell the user when ``requires`` is not met.
+        quantizer_factory: ``() -> pt2e Quantizer`` (``None``: the backend has no quantizer).
+        pass_list: ``(edge_program) -> [pass class | pass instance | PassSpec]`` run one at a time
+            after to_edge; ``None``: no static list (export/edge/lower stages only).
+        edge_compile_config: ``() -> EdgeCompileConfig`` (``None``: ExecuTorch's default).
+        partitioner_factory: ``() -> Partitioner`` (``None``: no partition/lower stage).
+        uses_executorch: ``False`` only for pure-torch backends (``aten``).
+        relax_verifier: run passes under a class-only edge verifier, as backends do in preprocess
+            (their passes may produce ops outside the core ATen set, e.g. ``aten.linear``).
+        to_edge: optional override ``(exported_program, config) -> program`` for the edge stage.
+    """
+
+    name: str
+    description: str = ""
+    requires: list[str] = field(default_factory=list)
+    install_hint: str = ""
+    quantizer_factory: Callable[[], Any] | None = None
+    pass_list: Callable[[Any], list[Any]] | None = None
+    edge_compile_config: Callable[[], Any] | None = None
+    partitioner_factory: Callable[[], Any] | None = None
+    uses_executorch: bool = True
+    relax_verifier: bool = True
+    to_edge: Callable[[Any, Any], Any] | None = None
+
+    def missing(self) -> list[str]:
+        """The modules of ``requires`` that do not import (empty when the backend is usable)."""
+        out = []
+        for mod in self.requires:
+            try:
+                importlib.import_module(mod)
+            except Exception as exc:  # ImportError, or a broken install raising anything else
+                out.append(f"{mod} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+        return out
+
+    def check_available(self) -> None:
+        """Raise :class:`BackendUnavailableError` naming what to install when ``requires`` fails."""
+        missing = self.missing()
+        if missing:
+            hint = self.install_hint or f"install the Python packages providing {', '.join(self.requires)}"
+            raise BackendUnavailableError(
+                f"backend {self.name!r} is not available: cannot import {'; '.join(missing)}. {hint}. "
+                f"The 'aten' backend needs only PyTorch.")
+
+    def passes(self, program: Any) -> list[PassSpec]:
+        """The backend's pass list for ``program`` as :class:`PassSpec` objects (empty when none)."""
+        if self.pass_list is None:
+            return []
+        out = []
+        for p in self.pass_list(program):
+            if isinstance(p, PassSpec):
+                out.append(p)
+            elif isinstance(p, type):
+                out.append(PassSpec(p.__name__, lambda prog, _cls=p: instantiate_pass(_cls, prog)))
+            else:
+                out.append(PassSpec(pass_name(p), lambda prog, _p=p: _p))
+        return out
+
+
+def pass_name(p: Any) -> str:
+    """A readable name for a pass class, instance or function."""
+    if isinstance(p, type):
+        return p.__name__
+    name = getattr(p, "__name__", None)
+    if name and name != "<lambda>":
+        return name
+    return type(p).__name__
+
+
+def instantiate_pass(cls: type, program: Any) -> Any:
+    """Build a pass class, handing it the program if its constructor asks for one.
+
+    Backends disagree on the argument name (``exported_program``, ``edge_program``, ``ep``) and on
+    whether it is positional; we look at the signature instead of guessing per backend.
+    """
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return cls()
+    kwargs = {}
+    positional_needed = []
+    for pname, p in params.items():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if pname in ("exported_program", "edge_program", "ep", "program"):
+            kwargs[pname] = program
+        elif p.default is p.empty:
+            positional_needed.append(pname)
+    if positional_needed:
+        raise EtlensError(f"pass {cls.__name__} needs constructor arguments {positional_needed}; "
+                          "give the backend a PassSpec that builds it")
+    return cls(**kwargs)
+
+
+_REGISTRY: dict[str, BackendConfig] = {}
+
+
+def register_backend(config: BackendConfig, *, replace: bool = False) -> BackendConfig:
+    """Add ``config`` to the registry (``replace=True`` to override an existing name)."""
+    if not isinstance(config, BackendConfig):
+        raise EtlensError(f"register_backend expects a BackendConfig, got {type(config).__name__}")
+    if config.name in _REGISTRY and not replace:
+        raise EtlensError(f"backend {config.name!r} is already registered; pass replace=True to override it")
+    _REGISTRY[config.name] = config
+    return config
+
+
+def get_backend(name: str | BackendConfig) -> BackendConfig:
+    """The registered backend ``name`` (a :class:`BackendConfig` is returned as is)."""
+    if isinstance(name, BackendConfig):
+        return name
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise EtlensError(f"unknown backend {name!r}; registered: {', '.join(_REGISTRY)} "
+                          "(add one with etlens.register_backend(BackendConfig(...)))") from None
+
+
+def backend_names() -> list[str]:
+    return list(_REGISTRY)
+
+
+def available_backends() -> dict[str, str | None]:
+    """``{name: None if usable else the reason}`` for every registered backend."""
+    out: dict[str, str | None] = {}
+    for name, cfg in _REGISTRY.items():
+        missing = cfg.missing()
+        out[name] = None if not missing else "cannot import " + "; ".join(missing)
+    return out
+
+
+# -- built-in backends -----------------------------------------------------------------------
+
+_ET_HINT = "install ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)"
+
+
+def _xnnpack_quantizer():
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+
+    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+
+
+def _xnnpack_passes(program: Any) -> list[Any]:
+    # The list XNNPACK runs inside its preprocess; reading it from the manager keeps us in step
+    # with whatever ExecuTorch version is installed.
+    from executorch.backends.xnnpack._passes import XNNPACKPassManager
+
+    return list(XNNPACKPassManager(program).passes)
+
+
+def _xnnpack_config():
+    from executorch.backends.xnnpack.utils.configs import get_xnnpack_edge_compile_config
+
+    return get_xnnpack_edge_compile_config()
+
+
+def _xnnpack_partitioner():
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+    return XnnpackPartitioner()
+
+
+def _cortex_m_quantizer():
+    from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
+
+    return CortexMQuantizer()
+
+
+def _cortex_m_passes(program: Any) -> list[Any]:
+    from executorch.backends.cortex_m.passes import CortexMPassManager
+
+    return [PassSpec(cls.__name__, lambda prog, _c=cls: _cortex_m_instantiate(_c, prog))
+            for cls in CortexMPassManager(program).passes]
+
+
+def _cortex_m_instantiate(cls: type, program: Any) -> Any:
+    kwargs: dict[str, Any] = {}
+    params = inspect.signature(cls).parameters
+    if "exported_program" in params:
+        kwargs["exported_program"] = program
+    if "target_config" in params:
+        from executorch.backends.cortex_m.target_config import CortexM, CortexMTargetConfig
+
+        kwargs["target_config"] = CortexMTargetConfig(cpu=CortexM.M55)
+    return cls(**kwargs)
+
+
+def _cortex_m_config():
+    from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compile_config
+
+    return cortex_m_edge_compile_config()
+
+
+def _vulkan_partitioner():
+    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+
+    return VulkanPartitioner()
+
+
+def _vulkan_quantizer():
+    from executorch.backends.vulkan.quantizer.vulkan_quantizer import (
+        VulkanQuantizer,
+        get_symmetric_quantization_config,
+    )
+
+    return VulkanQuantizer().set_global(get_symmetric_quantization_config())
+
+
+def _qnn_passes(program: Any) -> list[Any]:
+    from executorch.backends.qualcomm._passes.qnn_pass_manager import QnnPassManager
+
+    return [PassSpec(pass_name(p), lambda prog, _p=p: _p)
+            for p in QnnPassManager().get_to_edge_transform_passes(program)]
+
+
+def _cadence_quantizer():
+    from executorch.backends.cadence.aot.quantizer.quantizer import CadenceDefaultQuantizer
+
+    return CadenceDefaultQuantizer()
+
+
+def _aten_to_edge(ep: Any, config: Any) -> Any:
+    return ep.run_decompositions()
+
+
+register_backend(BackendConfig(
+    name="aten",
+    description="pure PyTorch: torch.export + run_decompositions (no ExecuTorch needed)",
+    requires=["torch"],
+    install_hint="install PyTorch",
+    uses_executorch=False,
+    relax_verifier=False,
+    to_edge=_aten_to_edge,
+))
+register_backend(BackendConfig(
+    name="xnnpack",
+    description="XNNPACK CPU delegate: its passes one by one, then XnnpackPartitioner lowering",
+    requires=["executorch.exir", "executorch.backends.xnnpack.partition.xnnpack_partitioner"],
+    install_hint=_ET_HINT,
+    quantizer_factory=_xnnpack_quantizer,
+    pass_list=_xnnpack_passes,
+    edge_compile_config=_xnnpack_config,
+    partitioner_factory=_xnnpack_partitioner,
+))
+register_backend(BackendConfig(
+    name="cortex_m",
+    description="Arm Cortex-M (CMSIS-NN ops): CortexMPassManager's passes on the whole program",
+    requires=["executorch.exir", "executorch.backends.cortex_m.passes"],
+    install_hint="install ExecuTorch with the Arm extras (the Cortex-M passes import the Arm backend, "
+                 "which needs 'tosa_serializer': pip install tosa-tools, or run "
+                 "executorch/examples/arm/setup.sh)",
+    quantizer_factory=_cortex_m_quantizer,
+    pass_list=_cortex_m_passes,
+    edge_compile_config=_cortex_m_config,
+))
+register_backend(BackendConfig(
+    name="vulkan",
+    description="Vulkan GPU delegate: export/edge stages, then VulkanPartitioner lowering",
+    requires=["executorch.exir", "executorch.backends.vulkan.partitioner.vulkan_partitioner"],
+    install_hint=_ET_HINT,
+    quantizer_factory=_vulkan_quantizer,
+    partitioner_factory=_vulkan_partitioner,
+))
+register_backend(BackendConfig(
+    name="qnn",
+    description="Qualcomm QNN: its to-edge transform passes one by one (lowering needs the QNN SDK)",
+    requires=["executorch.exir", "executorch.backends.qualcomm._passes.qnn_pass_manager"],
+    install_hint="install ExecuTorch built with the Qualcomm backend (QNN SDK + PyQnnManagerAdaptor)",
+    pass_list=_qnn_passes,
+))
+register_backend(BackendConfig(
+    name="cadence",
+    description="Cadence DSPs: export/edge stages (its passes run inside its compiler entry point)",
+    requires=["executorch.exir", "executorch.backends.cadence.aot.compiler"],
+    install_hint="the Cadence AOT package needs Python >= 3.12 (it imports typing.override) and "
+                 "ExecuTorch's Cadence extras",
+    quantizer_factory=_cadence_quantizer,
+))

@@ -1,0 +1,400 @@
+"""Trace a compilation pass by pass: a graph snapshot after every stage, with diffs and handles.
+
+:func:`trace_passes` runs the pipeline of a registered backend (see :mod:`etlens.passes.backends`)
+and records a :class:`~etlens.model.trace.Snapshot` after each stage:
+
+1. ``quantize`` — pt2e with the backend's quantizer (when ``quantize=True``);
+2. ``export`` — ``torch.export.export``;
+3. ``to_edge`` — ExecuTorch's edge dialect (for ``aten``: ``run_decompositions``);
+4. ``quantize_io`` — :class:`~etlens.passes.quantize_io.QuantizeInputs`/``QuantizeOutputs`` when
+   ``quantize_io=True`` (before any backend pass renames the quantize ops);
+5. one ``pass`` snapshot per backend pass, run one at a time on the edge program;
+6. ``lower`` — ``to_edge_transform_and_lower`` with the backend's partitioner.
+
+Each snapshot stores the graph, the stage's own wall time, the node-count delta, the structural
+diff against the previous snapshot and a debug-handle report (handles lost by the pass, and
+propagated from the nodes they were built from). A failing stage is recorded with its traceback as
+``pass X failed after [A, B]`` and the trace is still returned (and written, with ``output=``).
+
+Example::
+
+    import etlens
+    from etlens.demos import get_demo
+    model, inputs = get_demo("cnn")
+    trace = etlens.trace_passes(model, inputs, backend="xnnpack", output="trace.json")
+    for s in trace.snapshots:
+        print(f"{s.index:2} {s.stage:8} {s.name:32} {len(s.graph):4} nodes  {s.nodes_delta:+4}")
+    trace.lineage("aten_linear_default")   # back through every pass to the model's source line
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Iterable
+
+from ..errors import EtlensError, PassFailedError
+from ..model import Graph
+from ..model.trace import Snapshot, Trace
+from . import _snapshot as snap
+from .backends import BackendConfig, PassSpec, get_backend, instantiate_pass, pass_name
+from .debug_handles import back_annotate, check_handles, fx_sources, generate_debug_handles
+
+__all__ = ["trace_passes", "PipelineTracer"]
+
+_WRAPPED_PREFIX = "An error occurred when running the"
+
+
+def _pass_specs(items: Iterable[Any]) -> list[PassSpec]:
+    out = []
+    for p in items:
+        if isinstance(p, PassSpec):
+            out.append(p)
+        elif isinstance(p, type):
+            out.append(PassSpec(p.__name__, lambda prog, _c=p: instantiate_pass(_c, prog)))
+        elif callable(p):
+            out.append(PassSpec(pass_name(p), lambda prog, _p=p: _p))
+        else:
+            raise EtlensError(f"not a pass: {p!r} (expected a pass class, a callable graph_module -> "
+                              "PassResult, or a PassSpec)")
+    return out
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """ExecuTorch's pass manager wraps a pass's exception in a generic ``Exception``; use the original."""
+    while (type(exc) is Exception and str(exc).startswith(_WRAPPED_PREFIX)
+           and exc.__cause__ is not None):
+        exc = exc.__cause__
+    return exc
+
+
+class PipelineTracer:
+    """Runs one backend pipeline and records snapshots (use :func:`trace_passes`).
+
+    ``record=False`` runs the same steps without snapshots (the baseline the overhead is measured
+    against).
+    """
+
+    def __init__(self, backend: BackendConfig, model_name: str, *, record: bool = True,
+                 record_times: bool = True, show_progress: bool | None = None) -> None:
+        from .. import __version__
+
+        self.backend = backend
+        self.record = record
+        self.record_times = record_times
+        self.trace = Trace(model=model_name, backend=backend.name, created_by=f"etlens {__version__}")
+        self.ids = snap.GraphIds()
+        self.done: list[str] = []  # passes that ran, for "failed after [...]"
+        self.error: PassFailedError | None = None
+        self._bar = None
+        self._show_progress = show_progress
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def _start_progress(self, total: int) -> None:
+        from .._progress import progress
+
+        self._bar = progress(total=total, desc=f"trace {self.backend.name}", unit="stage",
+                             enabled=self._show_progress)
+
+    def _tick(self, name: str) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix_str(name[:40], refresh=False)
+            self._bar.update(1)
+
+    def _close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+    @property
+    def last_graph(self) -> Graph | None:
+        return self.trace.snapshots[-1].graph if self.trace.snapshots else None
+
+    def add(self, name: str, stage: str, graph: Graph, seconds: float, *, error: dict | None = None,
+            sources: dict[str, list[str]] | None = None, modified: bool | None = None) -> Snapshot:
+        """Append a snapshot: diff and handle report against the previous one."""
+        prev = self.last_graph
+        snap.delegate_handles(graph)
+        if prev is None:
+            diff = {"added": [n.name for n in graph], "removed": [], "rewritten": [], "replaced": []}
+            report = check_handles(Graph("empty"), graph, name, {})
+        else:
+            diff = snap.diff_json(prev, graph)
+            report = check_handles(prev, graph, name, sources)
+        s = Snapshot(
+            name=self._unique(name), stage=stage, index=len(self.trace.snapshots), graph=graph,
+            wall_time_s=seconds if self.record_times else 0.0, diff=diff,
+            nodes_delta=len(graph) - (len(prev) if prev is not None else 0), error=error,
+            handle_report=report, modified=modified)
+        graph.name = s.name
+        self.trace.snapshots.append(s)
+        self._tick(s.name)
+        return s
+
+    def _unique(self, name: str) -> str:
+        names = {s.name for s in self.trace.snapshots}
+        if name not in names:
+            return name
+        i = 2
+        while f"{name}#{i}" in names:
+            i += 1
+        return f"{name}#{i}"
+
+    def fail(self, name: str, stage: str, exc: BaseException, message: str, graph: Graph | None) -> None:
+        """Record a failed stage (graph: the program as the failure left it, else the previous one)."""
+        err = PassFailedError(message)
+        err.__cause__ = exc
+        self.error = err
+        if not self.record:
+            return
+        if graph is None:
+            prev = self.last_graph
+            graph = Graph.from_json(prev.to_json()) if prev is not None else Graph(name)
+        self.add(name, stage, graph, 0.0, error=snap.error_dict(exc, message))
+
+    # -- stages ---------------------------------------------------------------------------
+    def stage(self, name: str, stage: str, fn: Callable[[], Any],
+              to_graph: Callable[[Any, str], Graph] | None) -> Any:
+        """Run ``fn`` timed; snapshot its result with ``to_graph``. On failure record and return None."""
+        t0 = time.perf_counter()
+        try:
+            result = fn()
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded snapshot
+            exc = _unwrap(exc)
+            self.fail(name, stage, exc, f"stage {name!r} failed after {self.done}: "
+                                        f"{type(exc).__name__}: {exc}", None)
+            return None
+        seconds = time.perf_counter() - t0
+        self.done.append(name)
+        if self.record and to_graph is not None:
+            self.add(name, stage, to_graph(result, name), seconds)
+        return result
+
+    def run_pass(self, spec: PassSpec, program: Any) -> Any:
+        """Run one pass on ``program``; snapshot; return the new program (None when it failed)."""
+        t0 = time.perf_counter()
+        modified = None
+        try:
+            instance = spec.make(program)
+            new_program, modified = _apply_pass(program, instance, self.backend)
+        except Exception as exc:  # noqa: BLE001
+            exc = _unwrap(exc)
+            message = f"pass {spec.name} failed after {self.done}: {type(exc).__name__}: {exc}"
+            graph = None
+            if self.record:
+                try:  # show the program as the failing pass left it (in-place passes may have begun)
+                    graph = snap.program_graph(program, spec.name, "pass", self.ids)
+                except Exception:  # noqa: BLE001 - fall back to the previous snapshot's graph
+                    graph = None
+            self.fail(spec.name, "pass", exc, message, graph)
+            return None
+        seconds = time.perf_counter() - t0
+        self.done.append(spec.name)
+        if self.record:
+            prev = self.last_graph
+            sources = fx_sources(new_program.graph_module, [n.name for n in prev]) if prev is not None else None
+            graph = snap.program_graph(new_program, spec.name, "pass", self.ids)
+            self.add(spec.name, "pass", graph, seconds, sources=sources, modified=modified)
+        return new_program
+
+
+def _relaxed_verifiers(backend: BackendConfig) -> list[Any] | None:
+    """A class-only edge verifier, the way backends run their passes inside preprocess."""
+    if not backend.uses_executorch or not backend.relax_verifier:
+        return None
+    from executorch.exir import EdgeCompileConfig
+    from executorch.exir.verification.verifier import EXIREdgeDialectVerifier
+
+    return [EXIREdgeDialectVerifier(edge_compile_config=EdgeCompileConfig(_check_ir_validity=False),
+                                    class_only=True)]
+
+
+def _apply_pass(program: Any, instance: Any, backend: BackendConfig) -> tuple[Any, bool | None]:
+    """Run one pass instance; return ``(program after, modified)``."""
+    if backend.uses_executorch:
+        from executorch.exir.program._program import _transform
+
+        new = _transform(program, instance, override_verifiers=_relaxed_verifiers(backend))
+        return new, new is not program
+    # pure torch: the torch.fx.passes.infra shape, graph module in, PassResult out
+    result = instance(program.graph_module)
+    if result is None:
+        raise EtlensError(f"pass {pass_name(instance)} returned None; it must return a PassResult "
+                          "(torch.fx.passes.infra.pass_base.PassResult)")
+    gm = getattr(result, "graph_module", None)
+    modified = bool(getattr(result, "modified", True))
+    if gm is not None and gm is not program.graph_module:
+        program = _rebuild_program(program, gm)
+    elif modified:
+        program.graph_module.recompile()
+    return program, modified
+
+
+def _rebuild_program(ep: Any, gm: Any) -> Any:
+    from torch.export import ExportedProgram
+
+    return ExportedProgram(
+        root=gm, graph=gm.graph, graph_signature=ep.graph_signature, state_dict=ep.state_dict,
+        range_constraints=ep.range_constraints, module_call_graph=ep.module_call_graph,
+        example_inputs=ep.example_inputs, constants=ep.constants, verifiers=ep.verifiers)
+
+
+def _model_name(model: Any, name: str | None) -> str:
+    if name:
+        return name
+    return type(model).__name__ if model is not None else "model"
+
+
+def _quantize(model: Any, inputs: tuple, backend: BackendConfig) -> Any:
+    import torch
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    gm = torch.export.export(model, inputs).module()
+    prepared = prepare_pt2e(gm, backend.quantizer_factory())
+    prepared(*inputs)  # calibrate on the example inputs
+    return convert_pt2e(prepared)
+
+
+def _edge_config(backend: BackendConfig) -> Any:
+    if not backend.uses_executorch:
+        return None
+    if backend.edge_compile_config is not None:
+        return backend.edge_compile_config()
+    from executorch.exir import EdgeCompileConfig
+
+    return EdgeCompileConfig()
+
+
+def _to_edge(ep: Any, backend: BackendConfig, config: Any, transform_passes: list | None = None) -> Any:
+    if backend.to_edge is not None:
+        return backend.to_edge(ep, config)
+    from executorch.exir import to_edge_transform_and_lower
+
+    return to_edge_transform_and_lower(ep, transform_passes=transform_passes, compile_config=config)
+
+
+def _lower(ep: Any, backend: BackendConfig, config: Any, transform_passes: list | None) -> Any:
+    from executorch.exir import to_edge_transform_and_lower
+
+    return to_edge_transform_and_lower(ep, transform_passes=transform_passes,
+                                       partitioner=[backend.partitioner_factory()], compile_config=config)
+
+
+def trace_passes(model: Any, example_inputs: tuple, backend: str | BackendConfig = "xnnpack",
+                 quantize: bool = False, *, quantize_io: bool = False, passes: Iterable[Any] | None = None,
+                 extra_passes: Iterable[Any] = (), lower: bool = True, name: str | None = None,
+                 output: str | os.PathLike | None = None, record_times: bool = True,
+                 progress: bool | None = None, raise_on_error: bool = False, record: bool = True) -> Trace:
+    """Compile ``model`` for ``backend`` stage by stage and return the :class:`Trace`.
+
+    Args:
+        model: an ``nn.Module`` (or anything ``torch.export.export`` accepts).
+        example_inputs: tuple of example inputs.
+        backend: a registered backend name (``aten``, ``xnnpack``, ``cortex_m``, ``vulkan``, ``qnn``,
+            ``cadence``) or a :class:`BackendConfig`.
+        quantize: pt2e-quantize first with the backend's quantizer (error if it has none).
+        quantize_io: strip the float (de)quantize wrapper so the program takes/returns int8
+            (needs ``quantize``); also applied before partitioning in the lowering stage.
+        passes: replace the backend's pass list (pass classes, callables ``gm -> PassResult``,
+            or :class:`PassSpec`); ``extra_passes`` are appended after it.
+        lower: run the partition/lower stage when the backend has a partitioner.
+        output: also write the trace JSON there (written even when a stage failed).
+        record_times: store wall times (``False`` gives byte-identical files for identical runs).
+        progress: show a progress bar (default: when stderr is a terminal).
+        raise_on_error: raise :class:`~etlens.errors.PassFailedError` (original exception chained)
+            after recording a failure, instead of returning the trace with ``trace.failed`` set.
+        record: ``False`` runs the pipeline without snapshots (for overhead measurements).
+
+    Raises:
+        BackendUnavailableError: the backend's packages do not import (names what to install).
+    """
+    cfg = get_backend(backend)
+    cfg.check_available()
+    if quantize and cfg.quantizer_factory is None:
+        raise EtlensError(f"backend {cfg.name!r} has no quantizer; run without quantize=True (--quantize)")
+    if quantize_io and not quantize:
+        raise EtlensError("quantize_io needs a quantized program: pass quantize=True (--quantize) as well")
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
+    t = PipelineTracer(cfg, _model_name(model, name), record=record, record_times=record_times,
+                       show_progress=progress)
+    t.trace.meta = {"quantize": bool(quantize), "quantize_io": bool(quantize_io)}
+    try:
+        _run(t, cfg, model, inputs, quantize, quantize_io, passes, list(extra_passes), lower)
+    finally:
+        t._close()
+    if output is not None and record:
+        t.trace.save(output)
+    if t.error is not None and raise_on_error:
+        raise t.error
+    return t.trace
+
+
+def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quantize: bool,
+         quantize_io: bool, passes: Iterable[Any] | None, extra: list, lower: bool) -> None:
+    import torch
+
+    ids = t.ids
+    prog_graph = snap.program_graph
+    total = 3 + int(quantize) + (2 if quantize_io else 0) + int(lower and cfg.partitioner_factory is not None)
+    t._start_progress(total)
+
+    if quantize:
+        model = t.stage("quantize", "quantize", lambda: _quantize(model, inputs, cfg),
+                        lambda gm, n: snap.module_graph(gm, n, "quantize", ids))
+        if model is None:
+            return
+    ep = t.stage("export", "export", lambda: torch.export.export(model, inputs),
+                 lambda p, n: prog_graph(p, n, "export", ids))
+    if ep is None:
+        return
+    config = _edge_config(cfg)
+
+    def to_edge() -> Any:
+        out = _to_edge(ep, cfg, config)
+        program = out.exported_program() if hasattr(out, "exported_program") and callable(out.exported_program) else out
+        if not cfg.uses_executorch:
+            generate_debug_handles(program.graph_module)  # ExecuTorch does this at the end of to_edge
+        return program
+
+    edge_name = "run_decompositions" if not cfg.uses_executorch else "to_edge"
+    program = t.stage(edge_name, "to_edge", to_edge, lambda p, n: prog_graph(p, n, "to_edge", ids))
+    if program is None:
+        return
+    if t.record:  # ATen snapshots have no handles: give them their edge descendants' handles
+        edge_graph = t.trace.snapshots[-1].graph
+        for s in reversed(t.trace.snapshots[:-1]):
+            count = back_annotate(s.graph, edge_graph)
+            if count:
+                s.graph.meta["debug_handles"] = f"back-annotated from {edge_graph.name!r}"
+                s.handle_report["back_annotated"] = count
+                s.handle_report["with_handles"] = s.graph.debug_handle_coverage()[0]
+            edge_graph = s.graph
+
+    if quantize_io:
+        from .quantize_io import QuantizeInputs, QuantizeOutputs
+
+        for p in (QuantizeInputs(), QuantizeOutputs()):
+            program = t.run_pass(PassSpec(type(p).__name__, lambda prog, _p=p: _p), program)
+            if program is None:
+                return
+            if t.record:
+                t.trace.snapshots[-1].stage = "quantize_io"
+
+    specs = _pass_specs(passes) if passes is not None else cfg.passes(program)
+    specs += _pass_specs(extra)
+    if t._bar is not None:
+        t._bar.total = total + len(specs)
+    for spec in specs:
+        program = t.run_pass(spec, program)
+        if program is None:
+            return
+
+    if lower and cfg.partitioner_factory is not None:
+        def lower_fn() -> Any:
+            tp = None
+            if quantize_io:
+                from .quantize_io import QuantizeInputs, QuantizeOutputs
+
+                tp = [QuantizeInputs(), QuantizeOutputs()]
+            return _lower(ep, cfg, config, tp)
+
+        t.stage("lower", "lower", lower_fn, lambda m, n: prog_graph(m, n, "lower", ids))
