@@ -117,10 +117,15 @@ def _rebuild(recorded: Graph, delegates: dict, handles: dict, outs: dict, method
     def emit_delegate(idx: int) -> None:
         instr, backend, members = plan[idx]
         inner = Graph(f"{method}.delegate_{idx}.inner", {"format": "etrecord", "stage": "lowered (rebuilt)"})
-        member_names = set()
+        member_names = {m.name for m in members if isinstance(m, Node)}
+        # the lowered module reads what it does not compute through placeholders of the same name
         for m in members:
             if isinstance(m, Node):
-                member_names.add(m.name)
+                for i in m.inputs:
+                    if i not in member_names and i not in inner:
+                        src = recorded.get(i)
+                        kind = "param" if src is not None and src.kind == "param" else "input"
+                        inner.add(Node(i, kind=kind, outputs=list(src.outputs) if src is not None else []))
         for m in members:
             if isinstance(m, Node):
                 inner.add(Node(m.name, kind="op", target=m.target, inputs=[i for i in m.inputs if i in inner],

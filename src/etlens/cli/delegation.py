@@ -1,0 +1,55 @@
+"""``etlens delegation ARTIFACT``: what each backend took and what fell back to the CPU kernels."""
+
+from __future__ import annotations
+
+import json
+
+from ._common import add_command, write_text
+
+
+def register(sub) -> None:
+    p = add_command(
+        sub, "delegation",
+        "delegation summary and per-operator table (.etrecord, .pte, .pt2, trace JSON)",
+        "etlens delegation model.etrecord --format json",
+        description="ExecuTorch's get_delegation_info numbers (subgraphs, delegated and non-delegated nodes, "
+                    "per-operator table) plus the delegated share, per-backend breakdown and every fallback. "
+                    "An .etrecord gives fx-level numbers (the lowered view is rebuilt from its delegate and "
+                    "debug-handle maps); a .pte gives the backend's own (fused) operations.")
+    p.add_argument("artifact", help=".etrecord, .pte, .pt2 or etlens trace/graph JSON")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
+    p.add_argument("--method", default=None, help="method of a multi-method program (default: forward)")
+    p.add_argument("--recorded", action="store_true",
+                   help="ETRecord: count the stored edge program as ExecuTorch does (before partitioning) "
+                        "instead of the rebuilt lowered view")
+    p.add_argument("--graph", action="store_true", help="also print the graph with each delegate expanded")
+    p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..analysis.delegation import format_delegated_graph, get_delegation_info
+
+    info = get_delegation_info(args.artifact, method=args.method,
+                               etrecord_view="recorded" if args.recorded else "lowered")
+    if args.format == "json":
+        data = info.to_dict()
+        data["artifact"] = args.artifact
+        data["delegated"] = info.num_delegated_subgraphs > 0
+        if not data["delegated"]:
+            data["message"] = _no_delegates(args.artifact, info)
+        text = json.dumps(data, indent=2, default=str)
+    else:
+        text = info.format_report()
+        if info.num_delegated_subgraphs == 0:
+            text = _no_delegates(args.artifact, info) + "\n\n" + text
+        if args.graph:
+            text += "\n" + format_delegated_graph(args.artifact, method=args.method)
+    write_text(text, args.output)
+    return 0
+
+
+def _no_delegates(path: str, info) -> str:
+    n = info.num_non_delegated_nodes
+    return (f"No delegates in {path}: nothing was lowered to a backend; all {n} counted node(s) run on "
+            "ExecuTorch's kernels." + (f" ({info.notes[0]})" if info.notes else ""))
