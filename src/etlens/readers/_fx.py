@@ -80,9 +80,17 @@ def _dtype_name(dtype: Any) -> str:
 
 
 def _dim(d: Any) -> int | str:
+    if isinstance(d, int):
+        return d
+    if type(d).__name__ == "SymInt":
+        # int() would give the example's size (the hint); a dynamic dim must stay symbolic
+        expr = getattr(getattr(d, "node", None), "expr", None)
+        if expr is not None and getattr(expr, "is_number", False):
+            return int(expr)
+        return str(expr if expr is not None else d)
     try:
         return int(d)
-    except Exception:  # a symbolic size (SymInt without a hint, or an expression)
+    except Exception:  # an expression without a value
         return str(d)
 
 
