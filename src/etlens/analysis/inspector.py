@@ -345,24 +345,44 @@ class Inspector:
             return
         graph = None if self._reference_graph_name == EDGE_DIALECT_GRAPH_KEY else self._reference_graph_name
         nodes = handle_to_nodes(self._etrecord, method, graph)
-        resolved = 0
-        unresolved_ops = 0
         for block in self._blocks:
-            resolved += resolve_block(block, handle_map, delegate_map, num_outs, nodes)
-            for i, n in enumerate(block.names):
-                if (block.debug_handles[i] is not None and not block.op_types[i]
-                        and n not in ("Method::init", "Program::load_method", "Method::execute")
-                        and not block.is_delegated[i]):
-                    unresolved_ops += 1
-        op_events = sum(1 for b in self._blocks for i, n in enumerate(b.names)
-                        if int(b.instruction_ids[i]) >= 0 and n not in ("Method::init", "Program::load_method",
-                                                                          "Method::execute"))
-        if op_events and (resolved == 0 or (nodes and unresolved_ops > op_events // 2)):
+            resolve_block(block, handle_map, delegate_map, num_outs, nodes)
+        self._check_record_matches(handle_map, delegate_map)
+
+    def _check_record_matches(self, handle_map: dict, delegate_map: Optional[dict]) -> None:
+        """Warn when the ETRecord is evidently not the one of this ETDump's program."""
+        framework = ("Method::init", "Program::load_method", "Method::execute")
+        missing = wrong_kernel = checked = bad_delegate = 0
+        for b in self._blocks:
+            for i, name in enumerate(b.names):
+                instr = int(b.instruction_ids[i])
+                if name in framework or b.is_delegated[i] or instr < 0:
+                    continue
+                if str(instr) not in handle_map:
+                    missing += 1
+                    continue
+                if name == "DELEGATE_CALL":
+                    if delegate_map is not None and str(instr) not in delegate_map:
+                        bad_delegate += 1
+                    continue
+                if name.startswith("native_call_") and b.op_types[i]:
+                    checked += 1
+                    kernel = name[len("native_call_"):].split(".")[0]
+                    bases = [op.split(".")[-2] if op.count(".") >= 1 else op for op in b.op_types[i]]
+                    if not any(base and (base in kernel or kernel in base) for base in bases):
+                        wrong_kernel += 1
+        problems = []
+        if missing:
+            problems.append(f"{missing} operator event(s) have instruction ids the ETRecord does not know")
+        if bad_delegate:
+            problems.append(f"{bad_delegate} DELEGATE_CALL event(s) have no delegate entry")
+        if wrong_kernel and wrong_kernel * 4 > checked:
+            problems.append(f"{wrong_kernel} of {checked} kernel calls map to different operators")
+        if problems:
             warnings.warn(
-                "ETRecord does not match this ETDump (instruction ids or debug handles do not resolve for "
-                f"{unresolved_ops if resolved else op_events} of {op_events} operator events): it is probably "
-                "from a different model or build. Timings and event names are still right; op types, stack "
-                "traces and module hierarchy are missing or unreliable.", stacklevel=3)
+                "ETRecord does not match this ETDump (" + "; ".join(problems) + "): it is probably from a "
+                "different model or build. Timings, event names and blocks are still right; debug handles, op "
+                "types, stack traces and module hierarchy are unreliable.", stacklevel=4)
 
     # -- event blocks ------------------------------------------------------------------------------
     @property

@@ -101,7 +101,7 @@ class TensorRef:
         return int(np.prod(self.sizes, dtype=np.int64)) * np.dtype(spec[1]).itemsize
 
 
-@dataclass
+@dataclass(eq=False)
 class RunEvents:
     """The events of one ``RunData`` as parallel numpy columns (one row per event, file order).
 
@@ -219,7 +219,7 @@ def _torch_dtype(spec):
     return getattr(torch, spec[2])
 
 
-@dataclass
+@dataclass(eq=False)
 class ETDump:
     """A parsed ETDump: schema ``version``, one :class:`RunEvents` per run, interned ``strings``."""
 

@@ -13,7 +13,7 @@ from typing import IO
 
 import numpy as np
 
-__all__ = ["display_or_print_df", "summary_paragraph", "op_totals"]
+__all__ = ["display_or_print_df", "summary_paragraph", "op_totals", "op_key"]
 
 _FRAMEWORK = ("Method::init", "Program::load_method", "Method::execute")
 
@@ -35,6 +35,25 @@ def display_or_print_df(df, file: IO[str] = sys.stdout) -> None:
     print(tabulate(df, headers="keys", tablefmt="fancy_grid"), file=file)
 
 
+def op_key(name: str, op_types: list[str]) -> str:
+    """The op type an event stands for: the one its kernel name mentions (a decomposed linear is
+    ``permute_copy`` + ``addmm`` but runs as ``native_call_addmm.out``), else the first, else the name."""
+    if not op_types:
+        return name
+    kernel = name[len("native_call_"):].split(".")[0] if name.startswith("native_call_") else name
+    for op in op_types:
+        parts = op.split(".")
+        base = parts[-2] if len(parts) >= 2 else op
+        if base and base == kernel:
+            return op
+    for op in op_types:
+        parts = op.split(".")
+        base = parts[-2] if len(parts) >= 2 else op
+        if base and base in kernel:
+            return op
+    return op_types[-1]
+
+
 def op_totals(inspector) -> list[tuple[str, float, int]]:
     """``[(op type or event name, total avg time, events)]`` over all blocks, largest first.
 
@@ -50,8 +69,7 @@ def op_totals(inspector) -> list[tuple[str, float, int]]:
             if name == "DELEGATE_CALL":
                 key = f"DELEGATE_CALL ({b.backend_names[i] or 'delegate'})"
             else:
-                ops = b.op_types[i]
-                key = ops[0] if ops else name
+                key = op_key(name, b.op_types[i])
             t = totals.setdefault(key, [0.0, 0])
             t[0] += float(stats[i, 3])
             t[1] += 1

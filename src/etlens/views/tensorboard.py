@@ -24,6 +24,7 @@ import re
 import numpy as np
 
 from ..errors import MissingDataError
+from .tables import op_key
 
 __all__ = ["write_tensorboard"]
 
@@ -104,7 +105,7 @@ def write_tensorboard(inspector, path: str) -> str:
                 if name == "DELEGATE_CALL":
                     key = f"DELEGATE_CALL ({b.backend_names[i] or 'delegate'})"
                 else:
-                    key = b.op_types[i][0] if b.op_types[i] else name
+                    key = op_key(name, b.op_types[i])
                 totals[key] = totals.get(key, 0) + b.raw[i]
             for key, per_run in totals.items():
                 for j, v in enumerate(np.atleast_1d(per_run).tolist()):
