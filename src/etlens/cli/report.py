@@ -1,0 +1,85 @@
+"""``etlens report``: the main job — one joined offline HTML report."""
+
+from __future__ import annotations
+
+from ._common import add_command
+
+
+def register(sub) -> None:
+    p = add_command(
+        sub, "report", "one offline HTML report: passes, graph, latency, delegation, numeric gaps",
+        "etlens report --demo cnn -o report.html",
+        description="Build the joined report from a model (traced, lowered and run with the real ExecuTorch "
+                    "toolchain) or from artifacts that came off a device.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--demo", nargs="?", const="cnn", metavar="NAME",
+                     help="a built-in demo model (default cnn; see `etlens demos`)")
+    src.add_argument("--model", metavar="FILE.py:FUNC",
+                     help="a function returning (module, example_inputs), as path.py:func or package.module:func")
+    src.add_argument("--etdump", metavar="F", help="ETDump from a device run (.etdp)")
+    p.add_argument("--etrecord", metavar="F", help="ETRecord written at export (with --etdump)")
+    p.add_argument("--debug-buffer", metavar="F", help="debug buffer with intermediate outputs (with --etdump)")
+    p.add_argument("--pte", metavar="F", help="the program that ran (with --etdump)")
+    p.add_argument("--trace", metavar="F", help="a pass trace JSON from `etlens trace` (with --etdump)")
+    p.add_argument("-o", "--output", default="report.html", help="report path (default report.html)")
+    p.add_argument("--backend", default="xnnpack", choices=["xnnpack", "portable"],
+                   help="lowering target for --demo/--model (default xnnpack)")
+    p.add_argument("--quantize", action="store_true", help="pt2e int8-quantize first (--demo/--model)")
+    p.add_argument("--runs", type=int, default=5, help="runtime runs for --demo/--model (default 5)")
+    p.add_argument("--no-trace", action="store_true", help="skip the pass-by-pass trace (--demo/--model)")
+    p.add_argument("--metric", default="MSE", choices=["MSE", "L1", "SNR", "cosine", "max_abs"],
+                   help="numeric-gap metric (default MSE)")
+    p.add_argument("--fail-on-gap", type=float, metavar="X",
+                   help="exit 2 when the worst gap is above X (below X for SNR/cosine)")
+    p.add_argument("--fail-on-latency-ms", type=float, metavar="Y", help="exit 2 when total latency exceeds Y ms")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import sys
+
+    from ..errors import EtlensError
+
+    if args.runs < 1:
+        raise EtlensError("--runs must be at least 1")
+    if args.etdump:
+        from ..report import report_from_artifacts
+
+        trace = None
+        if args.trace:
+            from ..readers import read
+
+            trace = read(args.trace)
+        result = report_from_artifacts(args.etdump, args.output, etrecord=args.etrecord,
+                                       debug_buffer=args.debug_buffer, pte=args.pte, trace=trace,
+                                       metric=args.metric, gap_threshold=args.fail_on_gap)
+    else:
+        for flag in ("etrecord", "debug_buffer", "pte", "trace"):
+            if getattr(args, flag):
+                raise EtlensError(f"--{flag.replace('_', '-')} goes with --etdump, not with --demo/--model")
+        from ..passes.loader import load_model
+        from ..report import report_from_model
+
+        name = args.demo or args.model
+        model, inputs, stem = load_model(name)
+        result = report_from_model(model, inputs, args.output, name=stem, backend=args.backend,
+                                   quantize=args.quantize, runs=args.runs, trace=not args.no_trace,
+                                   metric=args.metric, gap_threshold=args.fail_on_gap)
+    lat = f"{result.total_latency_ms:.3f} ms" if result.total_latency_ms is not None else "n/a"
+    gap = f"{result.worst_gap:.4g}" if result.worst_gap is not None else "n/a"
+    print(f"wrote {result.path}  (total latency {lat}, worst {result.gap_metric} gap {gap}; "
+          f"{len(result.files)} files alongside)")
+    status = 0
+    if args.fail_on_gap is not None and result.worst_gap is not None:
+        similarity = result.gap_metric.upper() in ("SNR", "COSINE")
+        crossed = result.worst_gap < args.fail_on_gap if similarity else result.worst_gap > args.fail_on_gap
+        if crossed:
+            print(f"etlens: gate failed: worst {result.gap_metric} gap {gap} crosses --fail-on-gap "
+                  f"{args.fail_on_gap:g}", file=sys.stderr)
+            status = 2
+    if args.fail_on_latency_ms is not None and result.total_latency_ms is not None and \
+            result.total_latency_ms > args.fail_on_latency_ms:
+        print(f"etlens: gate failed: total latency {lat} exceeds --fail-on-latency-ms {args.fail_on_latency_ms:g}",
+              file=sys.stderr)
+        status = 2
+    return status
