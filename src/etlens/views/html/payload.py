@@ -50,6 +50,9 @@ class Strings:
         self.table: list[str] = []
 
     def __call__(self, s: str | None) -> int:
+        i = self.index.get(s)  # hot path: one dict lookup
+        if i is not None:
+            return i
         if s is None:
             return -1
         s = str(s)
@@ -91,6 +94,10 @@ def shape_label(node: Node) -> str:
     return s
 
 
+#: attrs some readers keep verbatim that the model already holds in its own fields
+_DUPLICATE_ATTRS = frozenset({"nn_module_stack", "stack_trace", "from_node", "debug_handle", "debug_handles"})
+
+
 def _clean(v: Any, depth: int = 0) -> Any:
     """JSON-safe copy: non-finite floats become strings, unknown objects their ``str``."""
     if isinstance(v, float) and not math.isfinite(v):
@@ -111,10 +118,9 @@ def _details(node: Node) -> str | None:
     d: dict[str, Any] = {}
     if len(node.outputs) > 1 or (node.outputs and len(shape_label(node)) > 40):
         d["o"] = [str(t) for t in node.outputs]
-    if node.lineage:
-        d["l"] = [[s.name, s.target or "", s.pass_name or ""] for s in node.lineage]
-    if node.attrs:
-        d["a"] = _clean(node.attrs)
+    attrs = {k: v for k, v in node.attrs.items() if k not in _DUPLICATE_ATTRS}
+    if attrs:
+        d["a"] = _clean(attrs)
     if node.delegate is not None:
         dg = node.delegate
         d["d"] = {"backend": dg.backend_id, "size": dg.payload_size, "specs": dg.compile_specs,
@@ -360,6 +366,9 @@ def graph_payload_flat(graph: Graph, strings: Strings, *, modules: bool = True,
         "st": [s(n.stack_trace) for n in flat.nodes],
         "dh": [list(n.debug_handles) if n.debug_handles else 0 for n in flat.nodes],
         "x": [s(_details(n)) for n in flat.nodes],
+        # lineage as string ids: pass names and targets repeat on every node
+        "ln": [[x for st in n.lineage for x in (s(st.name), s(st.target or ""), s(st.pass_name or ""))] or 0
+               for n in flat.nodes],
         "e": edges,
         "g": {"parent": flat.g_parent, "kind": flat.g_kind, "label": [s(x) for x in flat.g_label],
               "type": [s(x) for x in flat.g_type], "rep": flat.g_rep},

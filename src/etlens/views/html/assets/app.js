@@ -119,10 +119,14 @@
         details.appendChild(hl);
       }
     }
-    if (x.l && x.l.length) {
+    var ln = gp.ln ? gp.ln[i] : 0;
+    if (ln && ln.length) {
       details.appendChild(el('h3', { text: 'Lineage (nearest first)' }));
       var ol = el('ol', { cls: 'etl-lineage' });
-      x.l.forEach(function (s) { ol.appendChild(el('li', null, el('code', { text: s[0] }), ' ', el('span', { cls: 'etl-dim', text: [s[1], s[2] ? 'by ' + s[2] : ''].filter(Boolean).join(' \u00B7 ') }))); });
+      for (var q = 0; q < ln.length; q += 3) {
+        var lt = [M.str(ln[q + 1]), M.str(ln[q + 2]) ? 'by ' + M.str(ln[q + 2]) : ''].filter(Boolean).join(' \u00B7 ');
+        ol.appendChild(el('li', null, el('code', { text: M.str(ln[q]) }), ' ', el('span', { cls: 'etl-dim', text: lt })));
+      }
       details.appendChild(ol);
     }
     if (x.a && Object.keys(x.a).length) {

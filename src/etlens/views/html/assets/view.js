@@ -73,7 +73,7 @@ ETL.View.prototype.resize = function () {
 /* First view: fit when text stays readable, else start readable at the top (the minimap shows all). */
 ETL.View.prototype.initialView = function () {
   var L = this.L, cw = this.cw || 800, ch = this.ch || 600;
-  var s = Math.min(cw / (L.width + 80), ch / (L.height + 80), 1.4);
+  var s = Math.min(cw / (L.width + 80), ch / (L.height + 80), 1.0);
   if (s >= 0.55) { this.fit(); return; }
   this.s = 0.85;
   this.tx = L.width * this.s < cw ? (cw - L.width * this.s) / 2 : 20;
@@ -83,7 +83,7 @@ ETL.View.prototype.initialView = function () {
 
 ETL.View.prototype.fit = function () {
   var L = this.L, cw = this.cw || 800, ch = this.ch || 600;
-  var s = Math.min(cw / (L.width + 80), ch / (L.height + 80), 1.4);
+  var s = Math.min(cw / (L.width + 80), ch / (L.height + 80), 1.0);
   this.s = s; this.tx = (cw - L.width * s) / 2; this.ty = (ch - L.height * s) / 2;
   this.redraw();
 };
