@@ -81,7 +81,8 @@ def run(args) -> int:
         if args.format == "table":
             from tabulate import tabulate
 
-            text = tabulate(df, headers="keys", tablefmt="simple", showindex=False)
+            shown = df.drop(columns=[c for c in ("start_time",) if c in df.columns])  # raw ticks: in tsv/json
+            text = tabulate(shown, headers="keys", tablefmt="simple", showindex=False)
         elif args.format in ("tsv", "csv"):
             text = df.to_csv(sep="\t" if args.format == "tsv" else ",", index=False)
         else:
