@@ -154,6 +154,12 @@ class FlatBuffer:
 
     def table_at(self, pos: int, path: Any, ref: int | None = None) -> "Table":
         """The table starting at absolute byte ``pos`` (``ref`` is where the offset to it was read)."""
+        offs, tlen = self.locate(pos, path, ref)
+        return Table(self, pos, offs, tlen, path)
+
+    def locate(self, pos: int, path: Any, ref: int | None = None) -> tuple[tuple[int, ...], int]:
+        """``(field offsets, inline size)`` of the table at ``pos``, checked: the fast path under
+        :meth:`table_at` for readers that decode hot tables by hand."""
         if pos < self.start or pos + 4 > self.end:
             self.fail(path, "table offset points outside the buffer", pos if ref is None else ref)
         vt = pos - _i32(self.data, pos)[0]
@@ -162,10 +168,9 @@ class FlatBuffer:
         hit = self._vtables.get(vt)
         if hit is None:
             hit = self._vtable(vt, pos, path)
-        offs, tlen = hit
-        if pos + tlen > self.end:
-            self.fail(path, f"table declares {tlen} inline bytes", pos)
-        return Table(self, pos, offs, tlen, path)
+        if pos + hit[1] > self.end:
+            self.fail(path, f"table declares {hit[1]} inline bytes", pos)
+        return hit
 
     def _vtable(self, vt: int, pos: int, path: Any) -> tuple[tuple[int, ...], int]:
         data = self.data

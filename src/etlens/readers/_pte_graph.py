@@ -194,8 +194,11 @@ def plan_graph(program: "Program", plan: "ExecutionPlan") -> Graph:
                     in_ids, out_ids = split_delegate(ins_.args, ins_.delegate_index)
                 inputs: list[str] = []
                 for vid in in_ids:
-                    for src in source(vid):
-                        inputs.append(src)
+                    name = producer.get(vid)
+                    if name is not None:
+                        inputs.append(name)
+                    elif 0 <= vid < nvalues and values[vid].kind in _TENSORISH:
+                        inputs.extend(source(vid))
                 outputs: list[TensorMeta] = []
                 listed = set(out_ids)
                 for vid in out_ids:
