@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/etlens report --demo -o "${1:-report.html}"
+exec .venv/bin/etlens report --demo -o "${1:-out/report.html}"
