@@ -201,3 +201,23 @@ def test_registry_sniffs_etdump(committed):
     assert sniff(committed["mlp_xnnpack"].etdump).format == "etdump"
     assert isinstance(read(committed["mlp_xnnpack"].etdump).dump.runs, list)
     assert os.path.exists(committed["mlp_xnnpack"].etdump)
+
+
+def test_interning_keeps_near_identical_strings_apart():
+    from etlens.readers._etdump_fb import FB
+
+    words = [b"a", b"a\0", b"ab", b"a", b"", b"x" * 300, b"x" * 299 + b"y", b"ab", b"b" * 17, b"b" * 16]
+    blob = b"".join(len(w).to_bytes(4, "little") + w for w in words)
+    starts, pos = [], 0
+    for w in words:
+        starts.append(pos)
+        pos += 4 + len(w)
+    fb = FB(blob)
+    table, names = {}, []
+    st = np.array(starts, dtype=np.int64) + 4
+    ln = np.array([len(w) for w in words], dtype=np.int64)
+    ids = fb.intern(st, ln, table, names)
+    assert [names[i].encode() for i in ids] == [w for w in words]
+    assert ids[0] == ids[3] and ids[2] == ids[7] and len(set(ids.tolist())) == 8
+    short = fb.intern(st[:5], ln[:5], {}, [])
+    assert short[0] == short[3] and short[0] != short[1]

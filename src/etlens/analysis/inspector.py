@@ -633,6 +633,12 @@ class Inspector:
 
         return numerics.explain_unpaired(self, *args, **kwargs)
 
+    def first_divergence(self, *args, **kwargs):
+        """The earliest operator whose numeric gap passes a threshold (see :mod:`etlens.analysis.numerics`)."""
+        from . import numerics
+
+        return numerics.first_divergence(self, *args, **kwargs)
+
     def summary_text(self, top: int = 5) -> str:
         """One paragraph: total time per block, top operators, delegated share of time."""
         from ..views.tables import summary_paragraph

@@ -103,8 +103,14 @@ class FB:
         return self._gather(pos, _R8, "<u8", what)
 
     # -- tables -------------------------------------------------------------------------------
-    def field_offset(self, tables: np.ndarray, index: int, what: str = "table") -> np.ndarray:
+    def layout(self, tables: np.ndarray, what: str = "table") -> "Layout":
+        """Vtables of ``tables`` decoded once (a writer shares a few vtables among thousands of tables)."""
+        return Layout(self, np.asarray(tables, dtype=np.int64), what)
+
+    def field_offset(self, tables: np.ndarray, index: int, what: str = "table", layout=None) -> np.ndarray:
         """Byte offset of field ``index`` inside each table (0 where absent)."""
+        if layout is not None:
+            return layout.fo(index)
         tables = np.asarray(tables, dtype=np.int64)
         if tables.size == 0:
             return np.zeros(0, dtype=np.int64)
@@ -117,10 +123,10 @@ class FB:
             fo[has] = self.u16(vt[has] + slot, f"{what} vtable field {index}")
         return fo
 
-    def scalar(self, tables, index: int, kind: str, default, what: str = "table") -> np.ndarray:
+    def scalar(self, tables, index: int, kind: str, default, what: str = "table", layout=None) -> np.ndarray:
         """Field ``index`` of scalar type ``kind`` (u8/i32/u32/i64/u64) with its default."""
         tables = np.asarray(tables, dtype=np.int64)
-        fo = self.field_offset(tables, index, what)
+        fo = self.field_offset(tables, index, what, layout)
         dtype = {"u8": np.uint8, "i8": np.int8, "i32": np.int32, "u32": np.uint32, "i64": np.int64,
                  "u64": np.uint64}[kind]
         out = np.full(tables.shape, default, dtype=dtype)
@@ -133,10 +139,10 @@ class FB:
             out[has] = vals.view(np.int8) if kind == "i8" else vals
         return out
 
-    def ref(self, tables, index: int, what: str = "table") -> np.ndarray:
+    def ref(self, tables, index: int, what: str = "table", layout=None) -> np.ndarray:
         """Absolute position of the table/vector/string referenced by field ``index`` (0 = absent)."""
         tables = np.asarray(tables, dtype=np.int64)
-        fo = self.field_offset(tables, index, what)
+        fo = self.field_offset(tables, index, what, layout)
         out = np.zeros(tables.shape, dtype=np.int64)
         has = fo != 0
         if has.any():
@@ -192,15 +198,26 @@ class FB:
         if width == 0:
             uniq_bytes, inv = [b""], np.zeros(len(st), dtype=np.int64)
         elif width <= 256:
-            cols = np.arange(width, dtype=np.int64)
-            idx = st[:, None] + cols
+            w8 = (width + 7) // 8 * 8
+            cols = np.arange(w8, dtype=np.int64)
             mask = cols[None, :] < ln[:, None]
-            idx = np.where(mask, idx, 0)
+            idx = np.where(mask, st[:, None] + cols, 0)
             mat = np.where(mask, self.buf[idx], 0).astype(np.uint8)
-            # the length goes into the key too, so b"a" and b"a\0" stay distinct
-            key = np.concatenate([ln.astype("<u4").view(np.uint8).reshape(-1, 4), mat], axis=1)
-            key = np.ascontiguousarray(key).view(f"V{width + 4}").ravel()
-            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            # a 64-bit hash per string (wrapping multiply-add over 8-byte words, plus the length),
+            # then one integer unique; every group is verified byte-for-byte against its first
+            # member, and a collision falls back to the exact (slower) row-unique
+            words = np.ascontiguousarray(mat).view("<u8")
+            h = ln.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+            with np.errstate(over="ignore"):
+                for k in range(words.shape[1]):
+                    h = (h ^ words[:, k]) * np.uint64(0x100000001B3) + np.uint64(k + 1)
+            _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+            inv = np.asarray(inv).ravel()
+            rep = first[inv]
+            if not (np.array_equal(ln, ln[rep]) and np.array_equal(words, words[rep])):
+                key = np.concatenate([ln.astype("<u4").view(np.uint8).reshape(-1, 4), mat], axis=1)
+                key = np.ascontiguousarray(key).view(f"V{w8 + 4}").ravel()
+                _, first, inv = np.unique(key, return_index=True, return_inverse=True)
             uniq_bytes = [bytes(self.buf[st[i]:st[i] + ln[i]]) for i in first]
         else:
             seen: dict[bytes, int] = {}
@@ -230,3 +247,27 @@ class FB:
         n = int(self.u32(np.array([pos]), f"{what} length")[0])
         self.check(np.array([pos + 4]), n, f"{what} bytes")
         return bytes(self.buf[pos + 4:pos + 4 + n]).decode("utf-8", errors="replace")
+
+
+class Layout:
+    """Field offsets of many tables through their (few, shared) vtables."""
+
+    def __init__(self, fb: FB, tables: np.ndarray, what: str):
+        self.fb, self.what = fb, what
+        if tables.size == 0:
+            self.uvt = np.zeros(0, np.int64)
+            self.inv = np.zeros(0, np.int64)
+            self.sizes = np.zeros(0, np.int64)
+            return
+        vt = tables - fb.i32(tables, f"{what} header").astype(np.int64)
+        self.uvt, inv = np.unique(vt, return_inverse=True)
+        self.inv = inv.ravel()
+        self.sizes = fb.u16(self.uvt, f"{what} vtable").astype(np.int64)
+
+    def fo(self, index: int) -> np.ndarray:
+        slot = 4 + 2 * index
+        u = np.zeros(len(self.uvt), dtype=np.int64)
+        has = self.sizes > slot
+        if has.any():
+            u[has] = self.fb.u16(self.uvt[has] + slot, f"{self.what} vtable field {index}")
+        return u[self.inv]

@@ -409,9 +409,10 @@ def read_etdump(source: str | os.PathLike | bytes | bytearray | memoryview, *, p
 
 def _decode_events(fb: FB, ev: np.ndarray, table: dict, strings: list) -> dict[str, np.ndarray]:
     n = len(ev)
-    prof = fb.ref(ev, 0, "Event")
-    alloc = fb.ref(ev, 1, "Event")
-    dbg = fb.ref(ev, 2, "Event")
+    L = fb.layout(ev, "Event")
+    prof = fb.ref(ev, 0, "Event", L)
+    alloc = fb.ref(ev, 1, "Event", L)
+    dbg = fb.ref(ev, 2, "Event", L)
     kind = np.full(n, EMPTY, dtype=np.uint8)
     kind[dbg != 0] = DEBUG
     kind[alloc != 0] = ALLOCATION
@@ -442,51 +443,56 @@ def _decode_events(fb: FB, ev: np.ndarray, table: dict, strings: list) -> dict[s
     ip = np.flatnonzero(kind == PROFILE)
     if ip.size:
         P = prof[ip]
-        c["name_id"][ip] = fb.intern(*fb.string_spans(fb.ref(P, 0, "ProfileEvent"), "ProfileEvent.name"), table,
+        LP = fb.layout(P, "ProfileEvent")
+        c["name_id"][ip] = fb.intern(*fb.string_spans(fb.ref(P, 0, "ProfileEvent", LP), "ProfileEvent.name"), table,
                                      strings)
-        c["chain_index"][ip] = fb.scalar(P, 1, "i32", 0, "ProfileEvent")
-        c["instruction_id"][ip] = fb.scalar(P, 2, "i32", -1, "ProfileEvent")
-        c["delegate_id_int"][ip] = fb.scalar(P, 3, "i32", -1, "ProfileEvent")
-        c["delegate_id_str"][ip] = fb.intern(*fb.string_spans(fb.ref(P, 4, "ProfileEvent"),
+        c["chain_index"][ip] = fb.scalar(P, 1, "i32", 0, "ProfileEvent", LP)
+        c["instruction_id"][ip] = fb.scalar(P, 2, "i32", -1, "ProfileEvent", LP)
+        c["delegate_id_int"][ip] = fb.scalar(P, 3, "i32", -1, "ProfileEvent", LP)
+        c["delegate_id_str"][ip] = fb.intern(*fb.string_spans(fb.ref(P, 4, "ProfileEvent", LP),
                                                               "ProfileEvent.delegate_debug_id_str"), table, strings)
-        st, ln = fb.string_spans(fb.ref(P, 5, "ProfileEvent"), "ProfileEvent.delegate_debug_metadata")
+        st, ln = fb.string_spans(fb.ref(P, 5, "ProfileEvent", LP), "ProfileEvent.delegate_debug_metadata")
         c["metadata_pos"][ip], c["metadata_len"][ip] = st, ln
-        c["start_time"][ip] = fb.scalar(P, 6, "u64", 0, "ProfileEvent")
-        c["end_time"][ip] = fb.scalar(P, 7, "u64", 0, "ProfileEvent")
+        c["start_time"][ip] = fb.scalar(P, 6, "u64", 0, "ProfileEvent", LP)
+        c["end_time"][ip] = fb.scalar(P, 7, "u64", 0, "ProfileEvent", LP)
     ia = np.flatnonzero(kind == ALLOCATION)
     if ia.size:
         A = alloc[ia]
-        c["allocator_id"][ia] = fb.scalar(A, 0, "i32", 0, "AllocationEvent")
-        c["allocation_size"][ia] = fb.scalar(A, 1, "u64", 0, "AllocationEvent")
+        LA = fb.layout(A, "AllocationEvent")
+        c["allocator_id"][ia] = fb.scalar(A, 0, "i32", 0, "AllocationEvent", LA)
+        c["allocation_size"][ia] = fb.scalar(A, 1, "u64", 0, "AllocationEvent", LA)
     idb = np.flatnonzero(kind == DEBUG)
     if idb.size:
         D = dbg[idb]
-        ch = fb.scalar(D, 0, "u64", 0, "DebugEvent")
+        LD = fb.layout(D, "DebugEvent")
+        ch = fb.scalar(D, 0, "u64", 0, "DebugEvent", LD)
         c["chain_index"][idb] = ch.view(np.int64)
         c["chain_unsigned"][idb] = ch >= np.uint64(1 << 63)
-        c["instruction_id"][idb] = fb.scalar(D, 1, "i32", -1, "DebugEvent")
-        c["delegate_id_int"][idb] = fb.scalar(D, 3, "i32", -1, "DebugEvent")
-        c["delegate_id_str"][idb] = fb.intern(*fb.string_spans(fb.ref(D, 4, "DebugEvent"),
+        c["instruction_id"][idb] = fb.scalar(D, 1, "i32", -1, "DebugEvent", LD)
+        c["delegate_id_int"][idb] = fb.scalar(D, 3, "i32", -1, "DebugEvent", LD)
+        c["delegate_id_str"][idb] = fb.intern(*fb.string_spans(fb.ref(D, 4, "DebugEvent", LD),
                                                                "DebugEvent.delegate_debug_id_str"), table, strings)
-        c["name_id"][idb] = fb.intern(*fb.string_spans(fb.ref(D, 5, "DebugEvent"), "DebugEvent.name"), table, strings)
-        V = fb.ref(D, 2, "DebugEvent")
+        c["name_id"][idb] = fb.intern(*fb.string_spans(fb.ref(D, 5, "DebugEvent", LD), "DebugEvent.name"), table, strings)
+        V = fb.ref(D, 2, "DebugEvent", LD)
         c["value_pos"][idb] = V
         hv = V != 0
         if hv.any():
             iv, Vh = idb[hv], V[hv]
-            c["value_type"][iv] = fb.scalar(Vh, 0, "i8", 0, "Value")
-            out_tab = fb.ref(Vh, 7, "Value")
+            LV = fb.layout(Vh, "Value")
+            c["value_type"][iv] = fb.scalar(Vh, 0, "i8", 0, "Value", LV)
+            out_tab = fb.ref(Vh, 7, "Value", LV)
             ho = out_tab != 0
             if ho.any():
                 c["is_output"][iv[ho]] = fb.scalar(out_tab[ho], 0, "u8", 0, "Bool") != 0
-            T = fb.ref(Vh, 1, "Value")
+            T = fb.ref(Vh, 1, "Value", LV)
             ht = T != 0
             if ht.any():
                 it, Th = iv[ht], T[ht]
+                LT = fb.layout(Th, "Tensor")
                 c["tensor_pos"][it] = Th
-                c["scalar_type"][it] = fb.scalar(Th, 0, "i8", 0, "Tensor")
-                c["tensor_offset"][it] = fb.scalar(Th, 3, "i64", 0, "Tensor")
-                sv = fb.ref(Th, 1, "Tensor")
+                c["scalar_type"][it] = fb.scalar(Th, 0, "i8", 0, "Tensor", LT)
+                c["tensor_offset"][it] = fb.scalar(Th, 3, "i64", 0, "Tensor", LT)
+                sv = fb.ref(Th, 1, "Tensor", LT)
                 hs = sv != 0
                 if hs.any():
                     nd = fb.u32(sv[hs], "Tensor.sizes length").astype(np.int64)
