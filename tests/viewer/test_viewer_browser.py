@@ -109,7 +109,7 @@ def test_compare_syncs_selection_by_lineage(open_page, pages):
     pg.click_node("linear", 0)
     marked = pg.page.evaluate("() => Array.from(window.etlens.views[1].marked || [])")
     names = pg.page.evaluate("(ids) => ids.map(i => window.etlens.views[1].M.nodeName(i))", marked)
-    assert names == ["call_delegate"]
+    assert "call_delegate" in names
     assert pg.errors == []
 
 

@@ -164,7 +164,15 @@ def test_compare_has_lineage_matches(tmp_path):
     while k < len(flat):
         pairs[ids0[flat[k]]] = [ids1[j] for j in flat[k + 2:k + 2 + flat[k + 1]]]
         k += 2 + flat[k + 1]
-    assert pairs["linear"] == ["call_delegate"]  # by lineage root, not by name
+    assert pairs["linear"][-1] == "call_delegate"  # by lineage root, not by name
+    # and back: the delegate answers for the ATen node it absorbed (lineage points one way only)
+    flat = data["match"]["1,0"]
+    back = {}
+    k = 0
+    while k < len(flat):
+        back[ids1[flat[k]]] = [ids0[j] for j in flat[k + 2:k + 2 + flat[k + 1]]]
+        k += 2 + flat[k + 1]
+    assert "linear" in back["call_delegate"]
 
 
 def test_cli_view_graph_json_and_errors(tmp_path, capsys):

@@ -106,6 +106,42 @@ def _named_graphs(graphs: Any) -> list[tuple[str, Graph]]:
     return out
 
 
+def _flat_graph(g: Graph) -> Graph:
+    """``g`` with delegate subgraphs inlined under ``<call>/<inner>`` names (as the page shows them)."""
+    import dataclasses
+
+    if not any(n.delegate is not None and n.delegate.inner is not None for n in g):
+        return g
+    out = Graph(g.name, g.meta)
+
+    def add(graph: Graph, prefix: str) -> None:
+        for n in graph:
+            if n.delegate is not None and n.delegate.inner is not None:
+                add(n.delegate.inner, prefix + n.name + "/")
+            if prefix + n.name not in out:
+                out.add(dataclasses.replace(n, name=prefix + n.name, inputs=[]))
+
+    add(g, "")
+    return out
+
+
+def _match_with_inner(ga: Graph, gb: Graph, match_nodes) -> dict[str, list[str]]:
+    """:func:`match_nodes` over both graphs with delegate subgraphs inlined; a delegate call also
+    answers for everything its subgraph matched (so ATen ``linear`` finds the XNNPACK call)."""
+    fa, fb = _flat_graph(ga), _flat_graph(gb)
+    m = match_nodes(fa, fb)
+    inner_b = {n.name for n in fb if "/" in n.name and n.name not in gb}
+    if inner_b:
+        for src, hits in m.items():
+            extra = [h.split("/", 1)[0] for h in hits if h in inner_b]
+            m[src] = list(dict.fromkeys(hits + extra))
+    for n in fa:
+        if "/" in n.name and n.name not in ga:
+            call = n.name.split("/", 1)[0]
+            m[call] = list(dict.fromkeys(m.get(call, []) + m.get(n.name, [])))
+    return m
+
+
 def generate_compare_html(graphs: Any, path: str | os.PathLike, *, title: str | None = None) -> str:
     """Write N graphs side by side (e.g. ATen → edge → lowered); returns the path.
 
@@ -125,12 +161,21 @@ def generate_compare_html(graphs: Any, path: str | os.PathLike, *, title: str | 
     match: dict[str, list[int]] = {}
     if len(named) > 1:
         index = [{strings.table[s]: k for k, s in enumerate(gp["id"])} for gp in gps]
+        raw = {(a, b): _match_with_inner(ga, gb, match_nodes)
+               for a, (_, ga) in enumerate(named) for b, (_, gb) in enumerate(named) if a != b}
         for a, (_, ga) in enumerate(named):
             for b, (_, gb) in enumerate(named):
                 if a == b:
                     continue
+                # symmetric: lineage usually points from the newer graph back to the older one
+                merged = {k: list(v) for k, v in raw[(a, b)].items()}
+                for tgt, srcs in raw[(b, a)].items():
+                    for src in srcs:
+                        lst = merged.setdefault(src, [])
+                        if tgt not in lst:
+                            lst.append(tgt)
                 flat: list[int] = []
-                for src, hits in match_nodes(ga, gb).items():
+                for src, hits in merged.items():
                     ids = [index[b][h] for h in hits if h in index[b]]
                     if ids and src in index[a]:
                         flat += [index[a][src], len(ids), *ids]

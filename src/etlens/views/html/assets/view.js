@@ -188,7 +188,7 @@ ETL.View.prototype.draw = function () {
     if (a === this.sel || b === this.sel) { selEdges.push(ax, ay, bx, by); continue; }
     var dy = Math.max(30, Math.abs(by - ay) / 2);
     ctx.moveTo(ax, ay);
-    if (by - ay > 160 && Math.abs(bx - ax) < 60) {
+    if (by - ay > 240 && Math.abs(bx - ax) < 60) {
       // a long skip edge (residual) bows out to the side instead of running through the chain
       var bow = Math.min(220, 40 + (by - ay) * 0.12) + W[a] / 2;
       ctx.bezierCurveTo(ax + bow, ay + 60, bx + bow, by - 60, bx, by);
