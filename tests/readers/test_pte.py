@@ -153,6 +153,7 @@ def test_graph_follows_data_flow(parsed, case):
         if n.kind != "output":
             assert users[n.name], n.name
     for n in g.delegates():
+        assert n.delegate.inner is not None and n.delegate.inner.ops()
         assert n.delegate.backend_id == "XnnpackBackend"
         assert n.delegate.payload_size > 0
         assert n.delegate.ops and all(op.startswith("XNN") for op in n.delegate.ops)
@@ -204,7 +205,8 @@ def test_xnnpack_payload_matches_flatc(parsed, case, tmp_path):
                           tmp_path)
         assert x.op_names() == [n["xnode_union_type"] for n in ref["xnodes"]]
         assert len(x.values) == len(ref["xvalues"])
-        assert [n.debug_handle for n in x.nodes] == [n["debug_handle"] for n in ref["xnodes"]]
+        assert [n.debug_handle for n in x.nodes] == [
+            0 if n["debug_handle"] in (0xFFFF, 0xFFFFFFFF) else n["debug_handle"] for n in ref["xnodes"]]
         assert list(x.input_ids) == ref["input_ids"] and list(x.output_ids) == ref["output_ids"]
         for node, rn in zip(x.nodes, ref["xnodes"]):
             fields = rn["xnode_union"]
@@ -214,6 +216,14 @@ def test_xnnpack_payload_matches_flatc(parsed, case, tmp_path):
             assert all(i in ids for i in node.inputs)
         named = sum(1 for c in ref.get("constant_data", []) if c.get("named_key"))
         assert len(x.named_keys) == named
+        # the delegated subgraph: one op node per XNode, wired by value ids
+        inner = x.to_graph("inner").lint()
+        assert [n.target for n in inner.ops()] == ["xnnpack." + t[3:] for t in x.op_names()]
+        assert all(n.category == "backend" for n in inner.ops())
+        assert len([n for n in inner if n.kind == "input"]) == len(ref["input_ids"])
+        assert inner.nodes[-1].kind == "output" and len(inner.nodes[-1].inputs) == len(ref["output_ids"])
+        users = inner.users()
+        assert all(users[n.name] for n in inner if n.kind != "output")
 
 
 def test_committed_pte_parse(committed):

@@ -59,6 +59,7 @@ def delegate_info(program: "Program", plan: "ExecutionPlan", index: int) -> Dele
         payload_size=d.payload_size,
         compile_specs={c.key: c.text() for c in d.compile_specs},
         ops=d.xnnpack.op_names() if d.xnnpack is not None else [],
+        inner=d.xnnpack.to_graph(f"{plan.name}.delegate_{index}") if d.xnnpack is not None else None,
         index=index,
     )
 

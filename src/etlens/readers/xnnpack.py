@@ -28,6 +28,7 @@ import struct
 from dataclasses import dataclass, field
 
 from ..errors import FormatError
+from ..model import Graph, Node, TensorMeta
 from ._flatbuffers import FlatBuffer, Path, Table
 
 __all__ = ["XNODE_TYPES", "XNNPACK_DATATYPES", "XnnNode", "XnnValue", "XnnpackGraph", "decode_xnnpack",
@@ -45,10 +46,10 @@ XNODE_TYPES: tuple[str, ...] = (
     "XNNReciprocalSquareRoot", "XNNLog", "XNNGelu", "XNNTanh", "XNNExp", "XNNSin", "XNNCopy", "XNNCos",
 )
 
-#: XNNDatatype enum value -> readable name.
+#: XNNDatatype enum value -> readable name (torch spelling where one exists).
 XNNPACK_DATATYPES: dict[int, str] = {
-    0: "invalid", 1: "fp32", 2: "fp16", 3: "qint8", 4: "quint8", 5: "qint32", 6: "qcint8", 7: "qcint32",
-    8: "qcint4", 9: "qdint8", 10: "qbint4", 11: "qpint8", 12: "int32", 13: "pfp32", 14: "bf16",
+    0: "invalid", 1: "float32", 2: "float16", 3: "qint8", 4: "quint8", 5: "qint32", 6: "qcint8", 7: "qcint32",
+    8: "qcint4", 9: "qdint8", 10: "qbint4", 11: "qpint8", 12: "int32", 13: "pfp32", 14: "bfloat16",
 }
 
 # Where the value ids sit in each node table: (input slots, output slots). Node tables share a few
@@ -76,6 +77,8 @@ _LAYOUT: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
 _CAT_INPUTS = {"XNNConcatenate2": 2, "XNNConcatenate3": 3, "XNNConcatenate4": 4, "XNNConcatenate5": 5}
 
 _HEADER = struct.Struct("<4s4sHIIIQ")  # 30 bytes
+# Nodes the delegate inserted itself (layout transposes, converts) carry a sentinel, not a handle.
+_NO_HANDLE = (0, 0xFFFF, 0xFFFFFFFF)
 _MAX_NODES_DECODED = 1_000_000
 
 
@@ -86,7 +89,7 @@ class XnnNode:
     type: str
     inputs: tuple[int, ...] = ()
     outputs: tuple[int, ...] = ()
-    debug_handle: int = 0
+    debug_handle: int = 0  # 0 when the node has none (the delegate inserted it)
 
 
 @dataclass(slots=True)
@@ -123,6 +126,50 @@ class XnnpackGraph:
     def op_names(self) -> list[str]:
         """The node types in execution order (``['XNNFullyConnected', 'XNNClamp', ...]``)."""
         return [n.type for n in self.nodes]
+
+    def to_graph(self, name: str = "xnnpack") -> Graph:
+        """The delegated subgraph as an etlens :class:`~etlens.model.Graph`.
+
+        Graph inputs (``input_ids``) become ``input`` nodes, constant values that some node reads
+        become ``param`` nodes, each XNode an ``op`` node with target ``xnnpack.<type>`` (category
+        ``backend``) and its ``debug_handle``, and ``output_ids`` feed one ``output`` node.
+        """
+        values = {v.id: v for v in self.values}
+
+        def meta(vid: int) -> list[TensorMeta]:
+            v = values.get(vid)
+            return [TensorMeta(tuple(v.dims), v.datatype)] if v is not None else []
+
+        g = Graph(name, meta={"format": "xnnpack", "version": self.version})
+        producer: dict[int, str] = {}
+        for k, vid in enumerate(self.input_ids):
+            node = g.add(Node(f"input_{k}", kind="input", outputs=meta(vid), attrs={"value_id": vid}))
+            producer[vid] = node.name
+        counts: dict[str, int] = {}
+        for i, xn in enumerate(self.nodes):
+            inputs: list[str] = []
+            for vid in xn.inputs:
+                src = producer.get(vid)
+                if src is None:
+                    v = values.get(vid)
+                    if v is None or not v.constant_buffer_idx:
+                        continue  # an unused optional slot (e.g. no bias) or an undeclared value
+                    src = g.add(Node(f"const_{vid}", kind="param", outputs=meta(vid),
+                                     attrs={"value_id": vid, "constant_buffer_idx": v.constant_buffer_idx})).name
+                    producer[vid] = src
+                inputs.append(src)
+            short = xn.type[3:] if xn.type.startswith("XNN") else xn.type
+            k = counts.get(short, 0)
+            counts[short] = k + 1
+            node = g.add(Node(short if k == 0 else f"{short}_{k}", kind="op", target=f"xnnpack.{short}",
+                              inputs=inputs, outputs=[m for vid in xn.outputs for m in meta(vid)],
+                              debug_handles=(xn.debug_handle,) if xn.debug_handle else (),
+                              attrs={"index": i, "inputs": list(xn.inputs), "outputs": list(xn.outputs)}))
+            for vid in xn.outputs:
+                producer[vid] = node.name
+        g.add(Node("output", kind="output", inputs=[producer[v] for v in self.output_ids if v in producer],
+                   outputs=[m for v in self.output_ids for m in meta(v)], attrs={"value_ids": list(self.output_ids)}))
+        return g
 
     def attrs(self) -> dict:
         """JSON-ready facts for ``Node.attrs['xnnpack']``."""
@@ -214,7 +261,8 @@ def _decode_nodes(root: Table) -> list[XnnNode]:
             # omit fields equal to their default), so every slot of the layout is read.
             ins = tuple(body.u32(s) for s in in_slots)
             outs = tuple(body.u32(s) for s in layout[1])
-        nodes.append(XnnNode(kind, ins, outs, xn.u32(2)))
+        handle = xn.u32(2)
+        nodes.append(XnnNode(kind, ins, outs, 0 if handle in _NO_HANDLE else handle))
         if len(nodes) > _MAX_NODES_DECODED:
             break
     return nodes
