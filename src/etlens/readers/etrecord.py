@@ -288,19 +288,39 @@ class ETRecord(Artifact):
                               f"failed too: {first_line(exc)})") from exc
 
     # -- graphs -------------------------------------------------------------------------------
-    def graph(self, stage: str) -> Graph:
-        """The etlens :class:`Graph` of one stage (built on first use, then cached)."""
-        if stage not in self._stage_graphs:
+    def graph(self, stage: str, *, rebuild: bool = False) -> Graph:
+        """The etlens :class:`Graph` of one stage (built on first use, then cached).
+
+        By default the graph is built straight from the stored JSON (fast, no program rebuild,
+        works for programs with delegate calls without ExecuTorch). ``rebuild=True`` converts the
+        runnable program of :meth:`load_exported_program` instead; both give the same nodes,
+        targets, edges and metadata (the tests check it).
+        """
+        if rebuild:
             from ._fx import graph_from_fx
 
             ep = self.load_exported_program(stage)
-            method = stage.rsplit("/", 1)[1] if "/" in stage else "forward"
-            meta = {"format": "etrecord", "stage": stage, "method": method,
-                    "dialect": "aten" if stage == EXPORTED_PROGRAM else (
-                        "edge" if stage.startswith(EDGE_PREFIX) else "graph_map"),
-                    "schema_version": self._schema_versions.get(stage)}
-            self._stage_graphs[stage] = graph_from_fx(ep.graph_module, stage, ep.graph_signature, meta)
+            return graph_from_fx(ep.graph_module, stage, ep.graph_signature, self._graph_meta(stage))
+        if stage not in self._stage_graphs:
+            from ._export_json import graph_from_program_json
+
+            doc = self.program_json(stage)
+            try:
+                graph = graph_from_program_json(doc, stage, self._graph_meta(stage))
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                raise FormatError(f"{self.path}: program {stage!r} does not follow the torch.export schema "
+                                  f"({type(exc).__name__}: {first_line(exc)}); {_HINT}") from exc
+            self._stage_graphs[stage] = graph
         return self._stage_graphs[stage]
+
+    def _graph_meta(self, stage: str) -> dict[str, Any]:
+        method = stage.rsplit("/", 1)[1] if "/" in stage else "forward"
+        if stage not in self._schema_versions:
+            self.program_json(stage)
+        return {"format": "etrecord", "stage": stage, "method": method,
+                "dialect": "aten" if stage == EXPORTED_PROGRAM else (
+                    "edge" if stage.startswith(EDGE_PREFIX) else "graph_map"),
+                "schema_version": self._schema_versions.get(stage)}
 
     def graphs(self) -> dict[str, Graph]:
         """``{stage: Graph}`` for every program in the record, in :attr:`stages` order."""
