@@ -132,6 +132,8 @@ class EventBlock:
     bundled_input_index: Optional[int] = None
     run_output: Optional[List[Any]] = None
     reference_output: Optional[List[Any]] = None
+    #: etlens: the program method this block was attributed to (None without an ETRecord)
+    method: Optional[str] = None
 
     def to_dataframe(self, include_units: bool = False, include_delegate_debug_data: bool = False):
         """One row per event (same columns as ExecuTorch's ``EventBlock.to_dataframe``)."""
@@ -215,6 +217,37 @@ def _load_record(etrecord: Any):
     raise EtlensError(f"etrecord must be a path or a parsed ETRecord, got {type(etrecord).__name__}")
 
 
+def _kernel_matches(name: str, op_types: List[str]) -> Optional[bool]:
+    """Whether a portable kernel event (``native_call_addmm.out``) names one of its op types; None when
+    there is nothing to check."""
+    if not name.startswith("native_call_") or not op_types:
+        return None
+    kernel = name[len("native_call_"):].split(".")[0]
+    bases = [op.split(".")[-2] if op.count(".") >= 1 else op for op in op_types]
+    return any(base and (base in kernel or kernel in base) for base in bases)
+
+
+def _method_score(block: BlockColumns, handle_map: dict, nodes: dict) -> int:
+    """How well a method's maps explain a block: +1 per known instruction, +2 / -2 per kernel whose
+    name does / does not match the operators its debug handles point to."""
+    score = 0
+    for i, name in enumerate(block.names):
+        instr = int(block.instruction_ids[i])
+        if instr < 0 or block.is_delegated[i] or name in ("Method::init", "Program::load_method", "Method::execute"):
+            continue
+        handles = handle_map.get(str(instr))
+        if handles is None:
+            score -= 1
+            continue
+        score += 1
+        hs = [handles] if isinstance(handles, int) else handles
+        ops = [info[1] for h in hs for info in nodes.get(h, ())]
+        ok = _kernel_matches(name, ops)
+        if ok is not None:
+            score += 2 if ok else -2
+    return score
+
+
 class Inspector:
     """Examine per-operator timings and intermediate outputs of an ExecuTorch run.
 
@@ -282,6 +315,7 @@ class Inspector:
         self.op_graph_dict = None
         self._reference_outputs: dict = {}
         self._method = method
+        self._block_methods: list[str] = []
         self._consume_etrecord()
 
     # -- construction helpers ----------------------------------------------------------------------
@@ -337,23 +371,47 @@ class Inspector:
             return
         from ._inspector_etrecord import handle_to_nodes, record_maps, resolve_block
 
-        method = self._method_name()
-        handle_map, delegate_map, num_outs = record_maps(self._etrecord, method)
-        if handle_map is None:
-            warnings.warn(f"ETRecord has no debug handle map for method {method!r}; events keep their timings "
-                          "but get no debug handles, op types or stack traces", stacklevel=3)
-            return
         graph = None if self._reference_graph_name == EDGE_DIALECT_GRAPH_KEY else self._reference_graph_name
-        nodes = handle_to_nodes(self._etrecord, method, graph)
-        for block in self._blocks:
-            resolve_block(block, handle_map, delegate_map, num_outs, nodes)
-        self._check_record_matches(handle_map, delegate_map)
+        dhm = getattr(self._etrecord, "_debug_handle_map", None) or {}
+        methods = [self._method] if self._method else (list(dhm) or [FORWARD])
+        self._block_methods = [self._method_name()] * len(self._blocks)
+        nodes_of: dict[str, dict] = {}
 
-    def _check_record_matches(self, handle_map: dict, delegate_map: Optional[dict]) -> None:
+        def nodes_for(m: str) -> dict:
+            if m not in nodes_of:
+                nodes_of[m] = handle_to_nodes(self._etrecord, m, graph)
+            return nodes_of[m]
+
+        if len(methods) > 1:
+            # multi-method program: the dump does not name the method of a run, so attribute each
+            # block to the method whose instruction ids and kernels fit its events best
+            for bi, block in enumerate(self._blocks):
+                scores = [(_method_score(block, dhm.get(m) or {}, nodes_for(m)), -k, m) for k, m in enumerate(methods)]
+                best = max(scores)
+                self._block_methods[bi] = best[2] if best[0] > 0 else self._method_name()
+        checked_any = False
+        for bi, block in enumerate(self._blocks):
+            method = self._block_methods[bi]
+            handle_map, delegate_map, num_outs = record_maps(self._etrecord, method)
+            if handle_map is None:
+                continue
+            checked_any = True
+            resolve_block(block, handle_map, delegate_map, num_outs, nodes_for(method))
+        if not checked_any:
+            warnings.warn(f"ETRecord has no debug handle map for method {self._method_name()!r}; events keep their "
+                          "timings but get no debug handles, op types or stack traces", stacklevel=3)
+            return
+        self._check_record_matches()
+
+    def _check_record_matches(self) -> None:
         """Warn when the ETRecord is evidently not the one of this ETDump's program."""
+        from ._inspector_etrecord import record_maps
+
         framework = ("Method::init", "Program::load_method", "Method::execute")
         missing = wrong_kernel = checked = bad_delegate = 0
-        for b in self._blocks:
+        for bi, b in enumerate(self._blocks):
+            handle_map, delegate_map, _ = record_maps(self._etrecord, self._block_methods[bi])
+            handle_map = handle_map or {}
             for i, name in enumerate(b.names):
                 instr = int(b.instruction_ids[i])
                 if name in framework or b.is_delegated[i] or instr < 0:
@@ -365,12 +423,10 @@ class Inspector:
                     if delegate_map is not None and str(instr) not in delegate_map:
                         bad_delegate += 1
                     continue
-                if name.startswith("native_call_") and b.op_types[i]:
+                ok = _kernel_matches(name, b.op_types[i])
+                if ok is not None:
                     checked += 1
-                    kernel = name[len("native_call_"):].split(".")[0]
-                    bases = [op.split(".")[-2] if op.count(".") >= 1 else op for op in b.op_types[i]]
-                    if not any(base and (base in kernel or kernel in base) for base in bases):
-                        wrong_kernel += 1
+                    wrong_kernel += not ok
         problems = []
         if missing:
             problems.append(f"{missing} operator event(s) have instruction ids the ETRecord does not know")
@@ -463,7 +519,8 @@ class Inspector:
         return EventBlock(name=b.name, events=events, source_time_scale=self._source_time_scale,
                           target_time_scale=self._target_time_scale, bundled_input_index=b.bundled_input_index,
                           run_output=self._debug_list(r0, b.output_events),
-                          reference_output=self._reference_output(b))
+                          reference_output=self._reference_output(b),
+                          method=self._block_methods[self._blocks.index(b)] if self._block_methods else None)
 
     # -- tables --------------------------------------------------------------------------------------
     def _block_columns(self, b: BlockColumns) -> dict[str, list]:
