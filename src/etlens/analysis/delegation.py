@@ -356,7 +356,30 @@ def _resolve(obj: Any, method: str | None, etrecord_view: str) -> _Resolved:
         "an ExportedProgram, an EdgeProgramManager, an etlens Graph or the path of a .etrecord/.pte/.pt2")
 
 
+#: (path, size, mtime, method, view) -> _Resolved; rebuilding an ETRecord program costs ~1 s, and the
+#: CLI, the report and Model Explorer export often ask for the same file several times
+_PATH_CACHE: dict[tuple, _Resolved] = {}
+_PATH_CACHE_SIZE = 8
+
+
 def _resolve_path(path: str, method: str | None, etrecord_view: str) -> _Resolved:
+    try:
+        st = os.stat(path)
+        key = (os.path.abspath(path), st.st_size, st.st_mtime_ns, method, etrecord_view)
+    except OSError:
+        key = None
+    if key is not None and key in _PATH_CACHE:
+        hit = _PATH_CACHE[key]
+        return _Resolved(hit.graph, hit.source, list(hit.notes))
+    res = _resolve_path_uncached(path, method, etrecord_view)
+    if key is not None:
+        if len(_PATH_CACHE) >= _PATH_CACHE_SIZE:
+            _PATH_CACHE.pop(next(iter(_PATH_CACHE)))
+        _PATH_CACHE[key] = res
+    return _Resolved(res.graph, res.source, list(res.notes))
+
+
+def _resolve_path_uncached(path: str, method: str | None, etrecord_view: str) -> _Resolved:
     from ..readers import read, sniff
 
     spec = sniff(path)

@@ -259,6 +259,13 @@ def _cluster_graph(graph: Graph, graph_id: str, fx_nodes: Mapping[str, Any],
         flat.add(Node(node.name, kind=node.kind, target=node.target, category=node.category,
                       inputs=[i for i in inputs[node.name] if i in flat], attrs={"partition": part}))
     auto_clusters = qdq_clusters(flat)
+    # one name per expanded delegate: what the callback says about its first fx node, else "<backend> #i"
+    part_names: dict[str, str] = {}
+    for node, part in items:
+        if part is not None and part not in part_names and node.name in fx_nodes:
+            named = get_partition(fx_nodes[node.name])
+            if named is not None:
+                part_names[part] = named
     known: list[str] = []
     nodes = []
     for node, part in items:
@@ -275,9 +282,7 @@ def _cluster_graph(graph: Graph, graph_id: str, fx_nodes: Mapping[str, Any],
             if auto is not None and "qdq_cluster" not in node.attrs:
                 extra_attrs["qdq_cluster"] = auto
             subject = dataclasses.replace(node, attrs={**node.attrs, **extra_attrs}) if extra_attrs else node
-        pname = get_partition(subject)
-        if pname is None and part is not None and fx is not None:
-            pname = part  # an fx node inside a lowered module: the delegate is its partition
+        pname = part_names.get(part, part) if part is not None else get_partition(subject)
         namespace = ""
         extra: dict[str, Any] = {}
         if pname is not None:
@@ -315,7 +320,7 @@ def _fx_node_map(res: Any) -> dict[str, Any]:
                 for inner in g.nodes:
                     if inner.op == "call_function":
                         inner_maps.setdefault(inner.name, inner)
-        elif n.op != "output":
+        else:
             out[n.name] = n
     for k, v in inner_maps.items():
         out.setdefault(k, v)
