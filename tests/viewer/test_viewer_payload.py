@@ -184,3 +184,37 @@ def test_cli_view_graph_json_and_errors(tmp_path, capsys):
     assert main(["view", str(tmp_path / "missing.pte")]) == 1
     assert "no such file" in capsys.readouterr().err
     assert main(["view", str(src), "--stage", "nope", "-o", str(out)]) == 1
+
+
+def test_extractors_on_committed_files(committed, tmp_path):
+    from etlens.views.html import extract_from_etrecord, extract_from_pte
+
+    case = committed["mlp_xnnpack"]
+    g = extract_from_pte(case.pte)
+    assert isinstance(g, Graph) and g.delegates()
+    assert generate_html(g, tmp_path / "pte.html")
+    e = extract_from_etrecord(case.etrecord)
+    assert isinstance(e, Graph) and len(e) > 0
+    with pytest.raises(EtlensError, match="no stage"):
+        extract_from_etrecord(case.etrecord, stage="nope")
+
+
+def test_exported_program_and_edge_manager(tmp_path):
+    import torch
+
+    from etlens.demos import get_demo
+    from etlens.views.html import extract_from_exported_program, visualize_edge_manager
+
+    model, inputs = get_demo("mlp")
+    ep = torch.export.export(model, inputs)
+    g = extract_from_exported_program(ep)
+    assert any(n.target and "linear" in n.target for n in g)
+
+    class FakeEdgeManager:  # the one method visualize_edge_manager needs
+        def exported_program(self, method="forward"):
+            return ep
+
+    out = visualize_edge_manager(FakeEdgeManager(), tmp_path / "edge.html")
+    assert "etlens-data" in open(out, encoding="utf-8").read()
+    with pytest.raises(EtlensError):
+        visualize_edge_manager(object(), tmp_path / "bad.html")
