@@ -49,11 +49,18 @@ def handle_key(handle: Any) -> tuple:
 
 @dataclass
 class ReferenceProgram:
-    """The resolved reference: its name, the program, and handles given by back-propagation (or None)."""
+    """The resolved reference: its name, the program, and handles given by back-propagation (or None).
+
+    ``program`` is a deserialized ``ExportedProgram`` / ``GraphModule``, or a
+    :class:`~etlens.analysis._numerics_jsonrun.JsonProgram` run straight from the ETRecord's JSON
+    (then ``fallback()`` gives the deserialized program if the JSON runner meets something it does
+    not support).
+    """
 
     name: str
-    program: Any  # torch.export.ExportedProgram or torch.fx.GraphModule
-    handles: dict | None = None  # fx Node -> int, for the ATen program
+    program: Any
+    handles: dict | None = None  # node name -> int, for the ATen program
+    fallback: Callable[[], Any] | None = None
 
 
 # -- lineage helpers ------------------------------------------------------------------------------
@@ -118,37 +125,56 @@ def _graph_module(program: Any) -> Any:
     return getattr(program, "graph_module", program)
 
 
+def _fx_views(program: Any) -> list[tuple]:
+    """``(name, debug_handle meta, ancestors thunk, top_level)`` for every op node of an fx program."""
+    gm = _graph_module(program)
+    top = set(gm.graph.nodes)
+    return [(n.name, n.meta.get("debug_handle"), (lambda n=n: _ancestor_ids(n)), n in top) for n in _op_nodes(gm)]
+
+
+def _json_views(program: Any) -> list[tuple]:
+    return [(n.name, n.debug_handle, (lambda n=n: n.ancestors), True) for n in program.nodes]
+
+
+def _views(program: Any) -> list[tuple]:
+    from ._numerics_jsonrun import JsonProgram
+
+    return _json_views(program) if isinstance(program, JsonProgram) else _fx_views(program)
+
+
 def propagate_back_handles(aten_program: Any, export_graph_id: Any, edge_program: Any,
                            disable_validation: bool = False) -> dict | None:
     """Debug handles for the ATen program's nodes, from the edge program's provenance chains.
 
-    Returns ``{fx node: handle}`` (0 for nodes no edge node descends from), or ``None`` when some
-    edge handle has no ATen node and ``disable_validation`` is false (the ATen program is then not a
-    faithful reference). Linear in the total length of the provenance chains.
+    Works on deserialized programs and on :class:`~etlens.analysis._numerics_jsonrun.JsonProgram`.
+    Returns ``{node name: handle}`` for the top-level ATen nodes (0 for nodes no edge node descends
+    from), or ``None`` when some edge handle has no ATen node and ``disable_validation`` is false
+    (the ATen program is then not a faithful reference). Linear in the total length of the chains.
     """
-    ancestor_handle: dict[str, int] = {}
+    ancestor_handle: dict[str, Any] = {}
     edge_handles: list[Any] = []
-    for node in _op_nodes(_graph_module(edge_program)):
-        handle = node.meta.get("debug_handle")
+    for _, handle, ancestors, _top in _views(edge_program):
         edge_handles.append(handle)
-        for anc in _ancestor_ids(node):
+        for anc in ancestors():
             # ExecuTorch asserts every descendant agrees; the first one wins here
             ancestor_handle.setdefault(anc, handle)
 
-    handles: dict[Any, int] = {}
+    handles: dict[str, Any] = {}
     matched: set = set()
-    for node in _op_nodes(_graph_module(aten_program)):
-        found = ancestor_handle.get(f"{node.name}.{export_graph_id}")
+    for name, _, ancestors, top in _views(aten_program):
+        found = ancestor_handle.get(f"{name}.{export_graph_id}")
         if found is None:
-            for anc in _ancestor_ids(node):
+            for anc in ancestors():
                 found = ancestor_handle.get(anc)
                 if found is not None:
                     break
-        if found is None:
-            handles[node] = UNSET_DEBUG_HANDLE
-        else:
-            handles[node] = found
-            matched.add(found)
+        if found is not None:
+            try:
+                matched.add(found)
+            except TypeError:
+                pass
+        if top:
+            handles.setdefault(name, UNSET_DEBUG_HANDLE if found is None else found)
 
     if not disable_validation:
         for handle in edge_handles:
@@ -198,21 +224,57 @@ def _edge_stage(stages: list[str]) -> str | None:
     return edge[0] if edge else None
 
 
+def _json_loader(record: Any) -> Callable[[str], Any] | None:
+    """``stage -> JsonProgram`` for etlens ETRecords (they expose ``program_json``), else None."""
+    if not callable(getattr(record, "program_json", None)):
+        return None
+    from ._numerics_jsonrun import JsonProgram
+
+    cache: dict[str, Any] = {}
+
+    def load(stage: str) -> Any:
+        if stage not in cache:
+            cache[stage] = JsonProgram.from_record(record, stage)
+        return cache[stage]
+
+    return load
+
+
 def resolve_reference(record: Any, reference_graph: str | None = None,
-                      disable_validation: bool = False) -> ReferenceProgram:
+                      disable_validation: bool = False, fast: bool = True) -> ReferenceProgram:
     """Pick the reference program as ExecuTorch does (see the module docstring).
+
+    With ``fast`` (default) and an etlens ETRecord, programs are read from their JSON and run
+    directly (no fx deserialization); ``fast=False`` always uses the deserialized programs.
 
     Raises :class:`~etlens.errors.MissingDataError` when the requested program is not in the record
     or the ATen program was asked for explicitly and the handle propagation failed.
     """
+    from ._numerics_jsonrun import Unsupported
+
+    loader = _json_loader(record) if fast else None
+    if loader is not None:
+        try:
+            ref = _resolve(record, reference_graph, disable_validation, loader)
+        except Unsupported as exc:
+            log.info("reading the reference from JSON is not supported here (%s); deserializing it", exc)
+        else:
+            stage = ref.program.name
+            ref.fallback = lambda: _load(record, stage)
+            return ref
+    return _resolve(record, reference_graph, disable_validation, lambda stage: _load(record, stage))
+
+
+def _resolve(record: Any, reference_graph: str | None, disable_validation: bool,
+             load: Callable[[str], Any]) -> ReferenceProgram:
     stages = _stages(record)
     edge_stage = _edge_stage(stages)
     if reference_graph in (None, EXPORTED_PROGRAM):
-        aten = _load(record, EXPORTED_PROGRAM) if EXPORTED_PROGRAM in stages else None
+        aten = load(EXPORTED_PROGRAM) if EXPORTED_PROGRAM in stages else None
         handles = None
         if aten is not None and edge_stage is not None:
             handles = propagate_back_handles(aten, getattr(record, "export_graph_id", None),
-                                             _load(record, edge_stage), disable_validation)
+                                             load(edge_stage), disable_validation)
         if handles is not None:
             return ReferenceProgram(EXPORTED_PROGRAM, aten, handles)
         if reference_graph == EXPORTED_PROGRAM:
@@ -229,13 +291,13 @@ def resolve_reference(record: Any, reference_graph: str | None = None,
         if edge_stage is None:
             raise MissingDataError(f"the ETRecord has no edge-dialect program (stages: {stages}); "
                                    f"{_HINT_INPUTS}")
-        return ReferenceProgram(EDGE_PROGRAM, _load(record, edge_stage))
+        return ReferenceProgram(EDGE_PROGRAM, load(edge_stage))
     lookup = reference_graph if "/" in reference_graph else f"{reference_graph}/forward"
     if lookup not in stages:
         options = ["exported_program", "edge_dialect_exported_program"] + [
             s for s in stages if s != EXPORTED_PROGRAM and not s.startswith(EDGE_PROGRAM)]
         raise MissingDataError(f"reference graph {lookup!r} is not in the ETRecord; choose one of {options}")
-    return ReferenceProgram(reference_graph, _load(record, lookup))
+    return ReferenceProgram(reference_graph, load(lookup))
 
 
 # -- capture -------------------------------------------------------------------------------------------
@@ -317,6 +379,79 @@ def capture_reference(ref: ReferenceProgram, inputs: Any,
         keep: optional ``handle tuple -> bool``; outputs of other handles are not kept (names and
             metadata still are), which bounds memory to what can be compared.
     """
+    from ._numerics_jsonrun import JsonProgram, Unsupported
+
+    if isinstance(ref.program, JsonProgram):
+        try:
+            return _capture_json(ref, inputs, keep)
+        except Unsupported as exc:
+            if ref.fallback is None:
+                raise MissingDataError(f"cannot run the reference program {ref.name!r}: {exc}") from exc
+            log.info("the JSON runner cannot run %s (%s); deserializing it", ref.name, exc)
+            ref = ReferenceProgram(ref.name, ref.fallback(), ref.handles)
+    return _capture_fx(ref, inputs, keep)
+
+
+def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bool] | None) -> Capture:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    from ._numerics_jsonrun import parse_module_stack
+
+    prog = ref.program
+    override = ref.handles
+    cap = Capture(ref.name)
+    order = 0
+    for node in prog.nodes:
+        if "getitem" in node.name:
+            continue
+        raw = override.get(node.name, UNSET_DEBUG_HANDLE) if override is not None else node.debug_handle
+        key = None if raw is None else handle_key(raw)
+        path, typ = parse_module_stack(node.meta.get("nn_module_stack"))
+        multi = len(node.outputs) > 1 or (len(node.outputs) == 1 and "as_tensors" in node.outputs[0])
+        cap.nodes[node.name] = RefNode(node.name, _readable(node.target), key, order, path, typ,
+                                       node.stack_trace, multi)
+        order += 1
+        if key is not None:
+            cap.op_names.setdefault(key, []).append(node.name)
+            cap.last_node[key] = node.name
+    outputs, skipped, nodes = cap.outputs, cap.skipped, cap.nodes
+
+    def on_node(node: Any, result: Any) -> None:
+        info = nodes.get(node.name)
+        key = info.handle if info is not None else None
+        if key is None:
+            return
+        if keep is not None and not keep(key):
+            skipped.add(key)
+        elif isinstance(result, (tuple, list)):
+            outputs[key] = list(result)
+        else:
+            outputs[key] = result
+
+    from ._numerics_jsonrun import Unsupported
+
+    with torch.no_grad():
+        try:
+            prog.run(list(tree_leaves(inputs)), on_node)
+        except (Unsupported, MissingDataError):
+            raise
+        except Exception as exc:
+            raise MissingDataError(
+                f"running the reference program {ref.name!r} on the representative inputs failed "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}); check that the "
+                f"recorded inputs match the model ({_HINT_INPUTS})") from exc
+    return cap
+
+
+def _readable(target: str) -> str:
+    for prefix in ("torch.ops.", "executorch.exir.dialects.edge.ops."):
+        if target.startswith(prefix):
+            return target[len(prefix):]
+    return "getitem" if target in ("_operator.getitem", "operator.getitem") else target
+
+
+def _capture_fx(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bool] | None) -> Capture:
     import torch
     from torch.utils._pytree import tree_leaves
 
@@ -330,7 +465,7 @@ def capture_reference(ref: ReferenceProgram, inputs: Any,
     for node in gm.graph.nodes:
         if node.op != "call_function" or "getitem" in node.name:
             continue
-        raw = override.get(node, UNSET_DEBUG_HANDLE) if override is not None else node.meta.get("debug_handle")
+        raw = override.get(node.name, UNSET_DEBUG_HANDLE) if override is not None else node.meta.get("debug_handle")
         key = None if raw is None else handle_key(raw)
         path, typ = _module_of(node.meta)
         val = node.meta.get("val")

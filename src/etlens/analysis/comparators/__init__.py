@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import EtlensError
-from .base import DebugHandle, IntermediateOutputMapping, NumericalComparatorBase, aligned_pair, to_float64
+from .base import DebugHandle, IntermediateOutputMapping, NumericalComparatorBase, aligned_pair, to_float64, to_numpy64
 from .cosine import CosineComparator
 from .l1 import L1Comparator
 from .max_abs import MaxAbsComparator
@@ -23,7 +23,7 @@ from .snr import SNRComparator
 
 __all__ = ["NumericalComparatorBase", "IntermediateOutputMapping", "DebugHandle", "MSEComparator",
            "L1Comparator", "SNRComparator", "CosineComparator", "MaxAbsComparator", "COMPARATORS",
-           "METRIC_NAMES", "UnknownMetricError", "get_comparator", "to_float64", "aligned_pair"]
+           "METRIC_NAMES", "UnknownMetricError", "get_comparator", "to_float64", "to_numpy64", "aligned_pair"]
 
 #: upper-cased metric name -> comparator class
 COMPARATORS: dict[str, type[NumericalComparatorBase]] = {

@@ -32,7 +32,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Callable
 
-__all__ = ["NumericalComparatorBase", "IntermediateOutputMapping", "DebugHandle", "to_float64", "aligned_pair"]
+__all__ = ["NumericalComparatorBase", "IntermediateOutputMapping", "DebugHandle", "to_float64", "to_numpy64",
+           "aligned_pair"]
 
 DebugHandle = tuple  # tuple[int, ...]
 #: ``{(aot_handle, aot_output): (runtime_handle, runtime_output)}`` (ExecuTorch's mapping form)
@@ -59,17 +60,41 @@ def to_float64(value: Any):
     return t
 
 
+def to_numpy64(value: Any):
+    """``value`` as a float64 numpy array, with :func:`to_float64`'s NaN rule (the built-in metrics'
+    fast path: numpy's small-array arithmetic costs a fraction of torch's per-call dispatch)."""
+    import numpy as np
+
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        raise ValueError(f"expected a tensor or a scalar, got a sequence of {len(value)} items")
+    if hasattr(value, "detach") and hasattr(value, "dtype"):
+        t = value.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        if str(t.dtype) in ("torch.bfloat16", "torch.complex32") or "float8" in str(t.dtype):
+            t = t.to(dtype=__import__("torch").float64)
+        arr = np.asarray(t.numpy(), dtype=np.float64)
+    else:
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"cannot convert {type(value).__name__} to a tensor: {exc}") from exc
+    if np.isnan(arr).any():
+        arr = np.nan_to_num(arr)
+    return arr
+
+
 def aligned_pair(a: Any, b: Any):
-    """``(a, b)`` as float64 tensors ready for element-wise arithmetic.
+    """``(a, b)`` as float64 numpy arrays ready for element-wise arithmetic.
 
     When the shapes differ but the element counts agree (a runtime ``view`` is free, so the runtime
     logs the tensor before the reshape: ``(1, 8, 4, 8)`` against ``(1, 8, 32)``), ``b`` is reshaped
     to ``a``'s shape in memory order. Other shapes are left to broadcasting, as ExecuTorch does.
     """
-    ta, tb = to_float64(a), to_float64(b)
-    if ta.shape != tb.shape and ta.numel() == tb.numel():
-        tb = tb.reshape(ta.shape)
-    return ta, tb
+    na, nb = to_numpy64(a), to_numpy64(b)
+    if na.shape != nb.shape and na.size == nb.size:
+        nb = nb.reshape(na.shape)
+    return na, nb
 
 
 class NumericalComparatorBase(ABC):

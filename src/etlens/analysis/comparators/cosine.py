@@ -19,20 +19,18 @@ class CosineComparator(NumericalComparatorBase):
     higher_is_better = True
 
     def element_compare(self, a: Any, b: Any) -> float:
-        ta, tb = aligned_pair(a, b)
-        if ta.shape != tb.shape:
-            import torch
+        import numpy as np
 
+        x, y = aligned_pair(a, b)
+        if x.shape != y.shape:
             try:
-                ta, tb = torch.broadcast_tensors(ta, tb)
-            except RuntimeError as exc:
-                raise ValueError(f"cosine: cannot compare shapes {tuple(ta.shape)} and {tuple(tb.shape)}: "
-                                 f"{exc}") from exc
-        va, vb = ta.reshape(-1), tb.reshape(-1)
-        na, nb = float(va.norm()), float(vb.norm())
-        if na == 0.0 and nb == 0.0:
+                x, y = np.broadcast_arrays(x, y)
+            except ValueError as exc:
+                raise ValueError(f"cosine: cannot compare shapes {x.shape} and {y.shape}: {exc}") from exc
+        u, v = x.ravel(), y.ravel()
+        nu, nv = float(np.linalg.norm(u)), float(np.linalg.norm(v))
+        if nu == 0.0 and nv == 0.0:
             return 1.0
-        if na == 0.0 or nb == 0.0:
+        if nu == 0.0 or nv == 0.0:
             return 0.0
-        return float(va.dot(vb)) / (na * nb)
-
+        return float(np.dot(u, v)) / (nu * nv)

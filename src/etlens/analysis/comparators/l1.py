@@ -15,8 +15,11 @@ class L1Comparator(NumericalComparatorBase):
     name = "L1"
 
     def element_compare(self, a: Any, b: Any) -> float:
-        ta, tb = aligned_pair(a, b)
+        import numpy as np
+
+        x, y = aligned_pair(a, b)
         try:
-            return float((ta - tb).abs().sum())
-        except RuntimeError as exc:
-            raise ValueError(f"L1: cannot compare shapes {tuple(ta.shape)} and {tuple(tb.shape)}: {exc}") from exc
+            d = x - y
+        except ValueError as exc:
+            raise ValueError(f"L1: cannot compare shapes {x.shape} and {y.shape}: {exc}") from exc
+        return float(np.abs(d).sum())

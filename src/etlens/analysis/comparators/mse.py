@@ -15,8 +15,12 @@ class MSEComparator(NumericalComparatorBase):
     name = "MSE"
 
     def element_compare(self, a: Any, b: Any) -> float:
-        ta, tb = aligned_pair(a, b)
+        import numpy as np
+
+        x, y = aligned_pair(a, b)
         try:
-            return float((ta - tb).square().mean())
-        except RuntimeError as exc:
-            raise ValueError(f"MSE: cannot compare shapes {tuple(ta.shape)} and {tuple(tb.shape)}: {exc}") from exc
+            d = x - y
+        except ValueError as exc:
+            raise ValueError(f"MSE: cannot compare shapes {x.shape} and {y.shape}: {exc}") from exc
+        with np.errstate(all="ignore"):
+            return float(np.mean(d * d)) if d.size else float("nan")

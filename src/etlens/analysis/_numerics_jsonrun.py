@@ -1,0 +1,398 @@
+"""Run a program of an ETRecord straight from its torch.export JSON, without rebuilding an fx graph.
+
+Rebuilding an ``ExportedProgram`` with torch's deserializer creates a fake tensor for every value
+(about 17 s for a 1000-layer program here), which is more than the whole numeric comparison should
+cost. The reference run needs much less: each node's operator, its arguments and the order. This
+module reads exactly that from the JSON (``ETRecord.program_json(stage)``) and calls the ATen
+operators eagerly, so the reference capture costs about as much as one eager forward pass.
+
+Only plain operator graphs are handled (ATen / edge ops, ``getitem``); anything else (higher-order
+operators with subgraphs, custom objects, symbolic shapes) raises :class:`Unsupported` and the
+caller falls back to the deserialized program. Edge-dialect targets are mapped to their ATen
+equivalents by the ETRecord reader's :func:`~etlens.readers._torch_compat.rewrite_edge_targets`.
+
+Example::
+
+    prog = JsonProgram.from_record(record, "exported_program")
+    for node in prog.nodes: print(node.name, node.target)
+    outputs = prog.run(user_inputs, on_node=lambda node, value: ...)
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["JsonProgram", "JsonNode", "Unsupported", "parse_handle", "parse_module_stack"]
+
+
+class Unsupported(Exception):
+    """The JSON uses something this runner does not execute; use the deserialized program instead."""
+
+
+def parse_handle(raw: Any) -> Any:
+    """A serialized ``debug_handle`` (``"3"``, ``"[3, 4]"``, 3) as an int or a tuple of ints; None if absent."""
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, (list, tuple)):
+        return tuple(int(x) for x in raw)
+    text = str(raw).strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        val = json.loads(text.replace("(", "[").replace(")", "]"))
+    except ValueError:
+        return None
+    if isinstance(val, int):
+        return val
+    if isinstance(val, list):
+        return tuple(int(x) for x in val)
+    return None
+
+
+def parse_module_stack(raw: str | None) -> tuple[str | None, str | None]:
+    """The innermost ``(module path, module type)`` of a serialized ``nn_module_stack``."""
+    if not raw:
+        return None, None
+    last = raw.split(";")[-1]
+    parts, start, depth = [], 0, 0
+    for i, c in enumerate(last):
+        if c in "[(":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(last[start:i])
+            start = i + 1
+    parts.append(last[start:])
+    if len(parts) != 3:
+        return None, None
+    return parts[1], parts[2]
+
+
+@dataclass
+class JsonNode:
+    """One serialized node: enough to run it and to explain it."""
+
+    name: str
+    target: str
+    inputs: list
+    outputs: list
+    meta: dict
+    _ancestors: list | None = field(default=None, repr=False)
+
+    @property
+    def debug_handle(self) -> Any:
+        return parse_handle(self.meta.get("debug_handle"))
+
+    @property
+    def stack_trace(self) -> str | None:
+        return self.meta.get("stack_trace")
+
+    @property
+    def ancestors(self) -> list[str]:
+        """``["name.graph_id", ...]``: the provenance chain, following the last source at each level."""
+        if self._ancestors is None:
+            raw = self.meta.get("from_node")
+            out: list[str] = []
+            if isinstance(raw, str) and "}, {" not in raw and "},{" not in raw:
+                # one source per level (the usual case): the entries appear outermost first, so the
+                # chain is the (name, graph_id) pairs in text order; no need to parse the JSON
+                found = _SOURCE_RE.findall(raw)
+                if found or raw.strip() in ("", "[]", "null"):
+                    self._ancestors = [f"{_unescape(n)}.{g}" for n, g in found]
+                    return self._ancestors
+            if raw:
+                try:
+                    chain = json.loads(raw) if isinstance(raw, str) else raw
+                except ValueError:
+                    chain = None
+                src = chain[-1] if chain else None
+                while src:
+                    out.append(f"{src.get('name')}.{src.get('graph_id')}")
+                    parents = src.get("from_node") or []
+                    src = parents[-1] if parents else None
+            self._ancestors = out
+        return self._ancestors
+
+
+_SOURCE_RE = re.compile(r'"name": "((?:[^"\\]|\\.)*)", "target": "(?:[^"\\]|\\.)*", "graph_id": (-?\d+)')
+
+
+def _unescape(text: str) -> str:
+    return json.loads(f'"{text}"') if "\\" in text else text
+
+
+_DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16", 7: "float32", 8: "float64",
+           9: "complex32", 10: "complex64", 11: "complex128", 12: "bool", 13: "bfloat16", 28: "uint16",
+           29: "float8_e4m3fn", 30: "float8_e5m2", 31: "float8_e4m3fnuz", 32: "float8_e5m2fnuz",
+           33: "float8_e8m0fnu", 34: "uint32", 35: "uint64"}
+_MEMORY_FORMATS = {1: "contiguous_format", 2: "channels_last", 3: "channels_last_3d", 4: "preserve_format"}
+_LAYOUTS = {1: "sparse_coo", 2: "sparse_csr", 3: "sparse_csc", 4: "sparse_bsr", 5: "sparse_bsc", 6: "_mkldnn",
+            7: "strided"}
+_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def _float(v: Any) -> float:
+    return _FLOATS[v] if isinstance(v, str) else float(v)
+
+
+class JsonProgram:
+    """A serialized program: its operator nodes in order, its inputs, and the tensors it needs."""
+
+    def __init__(self, doc: dict, state_dict: Any, constants: dict | None = None, name: str = "") -> None:
+        from ..readers._torch_compat import rewrite_edge_targets
+
+        self.name = name
+        rewrite_edge_targets(doc)
+        gm = doc.get("graph_module") or {}
+        graph = gm.get("graph") or {}
+        self.nodes = [JsonNode(str(n.get("name") or _first_output_name(n)), n.get("target", ""), n.get("inputs", []),
+                               n.get("outputs", []), n.get("metadata") or {}) for n in graph.get("nodes", [])]
+        self._graph_inputs = graph.get("inputs", [])
+        self._specs = (gm.get("signature") or {}).get("input_specs", [])
+        # ``state_dict`` may be a thunk returning (state_dict, constants): loaded on the first run only
+        self._tensors = state_dict if callable(state_dict) else None
+        self.state_dict = {} if callable(state_dict) else (state_dict or {})
+        self.constants = constants or {}
+
+    @classmethod
+    def from_record(cls, record: Any, stage: str) -> "JsonProgram":
+        """Read ``stage`` of an ``etlens`` ETRecord (its JSON and its state dict / constants)."""
+        doc = record.program_json(stage)
+        return cls(doc, lambda: _stage_tensors(record, stage), None, stage)
+
+    # -- running -------------------------------------------------------------------------------
+    def _lifted_inputs(self, user_inputs: list) -> dict:
+        env: dict[str, Any] = {}
+        it = iter(user_inputs)
+        if not self._specs:
+            for arg in self._graph_inputs:
+                name = _tensor_name(arg)
+                if name is not None:
+                    env[name] = next(it)
+            return env
+        for spec in self._specs:
+            (kind, body), = spec.items()
+            arg = body.get("arg")
+            if kind == "user_input":
+                name = _tensor_name(arg) or _sym_name(arg)
+                try:
+                    value = next(it)
+                except StopIteration:
+                    raise ValueError(f"the program takes more inputs than the {len(user_inputs)} given") from None
+                if name is not None:
+                    env[name] = value
+            elif kind == "parameter":
+                env[arg["name"]] = self._state(body["parameter_name"])
+            elif kind == "buffer":
+                env[arg["name"]] = self._state(body["buffer_name"])
+            elif kind == "tensor_constant":
+                env[arg["name"]] = self.constants[body["tensor_constant_name"]]
+            elif kind == "token":
+                env[arg["name"]] = None
+            elif kind == "constant_input":
+                env[body["name"]] = self._arg(body.get("value", {"as_none": True}), env)
+            else:
+                raise Unsupported(f"input kind {kind!r}")
+        return env
+
+    def _state(self, key: str) -> Any:
+        if key in self.state_dict:
+            return self.state_dict[key]
+        if key in self.constants:
+            return self.constants[key]
+        raise Unsupported(f"state entry {key!r} is in neither the state dict nor the constants")
+
+    def _arg(self, arg: dict, env: dict) -> Any:  # noqa: C901 - one branch per argument kind
+        import torch
+
+        (kind, v), = arg.items()
+        if kind == "as_tensor":
+            return env[v["name"]]
+        if kind == "as_none":
+            return None
+        if kind in ("as_int", "as_bool", "as_string"):
+            return v
+        if kind == "as_float":
+            return _float(v)
+        if kind in ("as_ints", "as_bools", "as_strings"):
+            return list(v)
+        if kind == "as_floats":
+            return [_float(x) for x in v]
+        if kind == "as_tensors":
+            return [env[t["name"]] for t in v]
+        if kind == "as_optional_tensors":
+            return [env[t["as_tensor"]["name"]] if "as_tensor" in t else None for t in v]
+        if kind == "as_optional_tensor":
+            return env[v["as_tensor"]["name"]] if "as_tensor" in v else None
+        if kind in ("as_sym_int", "as_sym_bool", "as_sym_float"):
+            return self._sym(v, env)
+        if kind in ("as_sym_ints", "as_sym_bools", "as_sym_floats"):
+            return [self._sym(x, env) for x in v]
+        if kind == "as_scalar_type":
+            return getattr(torch, _DTYPES[v])
+        if kind == "as_memory_format":
+            return getattr(torch, _MEMORY_FORMATS[v])
+        if kind == "as_layout":
+            return getattr(torch, _LAYOUTS[v])
+        if kind == "as_device":
+            return torch.device(v["type"], v.get("index")) if v.get("index") is not None else torch.device(v["type"])
+        if kind == "as_int_lists":
+            return [list(x) for x in v]
+        if kind == "as_complex":
+            return complex(v["real"], v["imag"])
+        raise Unsupported(f"argument kind {kind!r}")
+
+    @staticmethod
+    def _sym(v: dict, env: dict) -> Any:
+        (k, x), = v.items()
+        if k == "as_name":
+            return env[x]
+        if k == "as_float":
+            return _float(x)
+        return x
+
+    def _resolve(self, target: str) -> Any:
+        import torch
+
+        if target in ("_operator.getitem", "operator.getitem"):
+            return operator.getitem
+        if not target.startswith("torch.ops.") or target.startswith("torch.ops.higher_order."):
+            raise Unsupported(f"operator {target!r}")
+        parts = target[len("torch.ops."):].split(".")
+        if len(parts) != 3:
+            raise Unsupported(f"operator {target!r}")
+        try:
+            return getattr(getattr(getattr(torch.ops, parts[0]), parts[1]), parts[2])
+        except (AttributeError, RuntimeError) as exc:
+            raise Unsupported(f"operator {target!r} is not registered with torch ({exc})") from exc
+
+    def run(self, user_inputs: list, on_node: Callable[[JsonNode, Any], None] | None = None,
+            keep: Callable[[str], bool] | None = None) -> None:
+        """Execute every node in order on ``user_inputs`` (flat list), calling ``on_node(node, result)``.
+
+        Values are dropped after their last use unless ``keep(name)`` says otherwise, so memory stays
+        at the live set of the forward pass plus what ``on_node`` keeps.
+        """
+        from ..readers._torch_compat import ensure_quant_ops
+
+        ensure_quant_ops()
+        if self._tensors is not None:
+            self.state_dict, self.constants = self._tensors()
+            self._tensors = None
+        env = self._lifted_inputs(user_inputs)
+        last_use: dict[str, int] = {}
+        for i, node in enumerate(self.nodes):
+            for name in _input_names(node.inputs):
+                last_use[name] = i
+        ops = {}
+        for node in self.nodes:
+            if node.target not in ops:
+                ops[node.target] = self._resolve(node.target)
+        for i, node in enumerate(self.nodes):
+            fn = ops[node.target]
+            if fn is operator.getitem:
+                args = [self._arg(a["arg"], env) for a in node.inputs]
+                result = fn(*args)
+            else:
+                kwargs = {a["name"]: self._arg(a["arg"], env) for a in node.inputs}
+                result = fn(**kwargs)
+            self._bind(node, result, env)
+            if on_node is not None:
+                on_node(node, result)
+            for name in _input_names(node.inputs):
+                if last_use.get(name) == i and (keep is None or not keep(name)):
+                    env.pop(name, None)
+
+    @staticmethod
+    def _bind(node: JsonNode, result: Any, env: dict) -> None:
+        outs = node.outputs
+        if len(outs) == 1:
+            (kind, v), = outs[0].items()
+            if kind == "as_tensor":
+                env[v["name"]] = result
+            elif kind == "as_tensors":
+                for t, r in zip(v, result):
+                    env[t["name"]] = r
+            elif kind in ("as_sym_int", "as_sym_bool", "as_sym_float") and "as_name" in v:
+                env[v["as_name"]] = result
+            return
+        for o, r in zip(outs, result):
+            (kind, v), = o.items()
+            if kind == "as_tensor":
+                env[v["name"]] = r
+            elif kind == "as_tensors":
+                for t, rr in zip(v, r):
+                    env[t["name"]] = rr
+            elif kind == "as_optional_tensor" and "as_tensor" in v:
+                env[v["as_tensor"]["name"]] = r
+
+
+def _first_output_name(node: dict) -> str:
+    outs = node.get("outputs") or []
+    if outs:
+        (kind, v), = outs[0].items()
+        if kind == "as_tensor":
+            return v["name"]
+    return "node"
+
+
+def _tensor_name(arg: Any) -> str | None:
+    if isinstance(arg, dict):
+        if "as_tensor" in arg:
+            return arg["as_tensor"]["name"]
+        if "name" in arg and len(arg) == 1:
+            return arg["name"]
+    return None
+
+
+def _sym_name(arg: Any) -> str | None:
+    if isinstance(arg, dict):
+        for k in ("as_sym_int", "as_sym_float", "as_sym_bool"):
+            if k in arg and "as_name" in arg[k]:
+                return arg[k]["as_name"]
+    return None
+
+
+def _input_names(inputs: list) -> list[str]:
+    out = []
+    for a in inputs:
+        (kind, v), = a["arg"].items()
+        if kind == "as_tensor":
+            out.append(v["name"])
+        elif kind == "as_tensors":
+            out.extend(t["name"] for t in v)
+        elif kind == "as_optional_tensors":
+            out.extend(t["as_tensor"]["name"] for t in v if "as_tensor" in t)
+        elif kind == "as_optional_tensor" and "as_tensor" in v:
+            out.append(v["as_tensor"]["name"])
+    return out
+
+
+def _stage_tensors(record: Any, stage: str) -> tuple[dict, dict]:
+    """The state dict and constants of ``stage`` from an etlens ETRecord.
+
+    Tries the fast restricted unpickler (:mod:`._numerics_tensors`) first and the reader's
+    ``torch.load(weights_only=True)`` when that refuses something.
+    """
+    from ._numerics_tensors import load_tensors_fast
+
+    try:
+        entry = record._entry(stage)
+        out = []
+        with record._zip() as z:
+            for suffix in ("_state_dict", "_constants"):
+                name = entry + suffix
+                try:
+                    out.append(load_tensors_fast(z.read(name)))
+                except Exception:  # noqa: BLE001 - anything unusual: let torch's safe loader decide
+                    out.append(record._load_tensor_entry(z, name))
+    except AttributeError as exc:
+        raise Unsupported("the record does not expose its tensors") from exc
+    return out[0] or {}, out[1] or {}
