@@ -92,7 +92,30 @@ def _my_instruction(ins):
 
 @pytest.mark.parametrize("case", CASES)
 def test_agrees_with_executorch(parsed, case):
-    art, pte_file, _ = parsed[case]
+    _assert_agrees(*parsed[case])
+
+
+def test_inline_delegates_and_two_methods(parsed):
+    """Re-serialized by ExecuTorch with inline delegate data and a second method: still agrees."""
+    import copy
+
+    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+
+    for case in ("mlp_xnnpack", "mixed_xnnpack"):
+        pte_file = copy.deepcopy(parsed[case][1])
+        second = copy.deepcopy(pte_file.program.execution_plan[0])
+        second.name = "second"
+        pte_file.program.execution_plan.append(second)
+        data = bytes(serialize_pte_binary(pte_file, extract_delegate_segments=False))
+        art = read_pte_bytes(data, name=f"{case}_inline.pte")
+        assert [p.name for p in art.program.execution_plan] == ["forward", "second"]
+        assert {d.location for p in art.program.execution_plan for d in p.delegates} == {"INLINE"}
+        _assert_agrees(art, deserialize_pte_binary(data), data)
+        assert set(art.graphs()) == {"forward", "second"}
+        assert [m["name"] for m in art.summary()["methods"]] == ["forward", "second"]
+
+
+def _assert_agrees(art, pte_file, data):
     mine, theirs = art.program, pte_file.program
     assert isinstance(art, PteArtifact)
     assert mine.version == theirs.version
@@ -113,16 +136,13 @@ def test_agrees_with_executorch(parsed, case):
             # ExecuTorch moves segment payloads back inline; the bytes must be the same.
             payload = theirs.backend_delegate_data[td.processed.index].data
             assert md.payload_size == len(payload)
-            assert bytes(art_bytes(parsed, case)[md.payload_offset:md.payload_offset + md.payload_size]) == payload
+            assert bytes(data[md.payload_offset:md.payload_offset + md.payload_size]) == payload
+            assert md.xnnpack is not None or "xnnpack" not in md.id.lower()
     # Constants: ExecuTorch splits the constant segment back into one buffer per tensor.
     assert mine.num_constant_buffers() == len(theirs.constant_buffer)
     assert mine.constant_data_size() == sum(len(b.storage) for b in theirs.constant_buffer)
     if pte_file.named_data is not None:
         assert sorted(nd.key for nd in mine.named_data) == sorted(pte_file.named_data.pte_data)
-
-
-def art_bytes(parsed, case):
-    return parsed[case][2]
 
 
 @pytest.mark.parametrize("case", CASES)
