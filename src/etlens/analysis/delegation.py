@@ -15,7 +15,7 @@ numbers). It accepts more than a ``GraphModule``:
   lowered program itself. ``etrecord_view="recorded"`` gives ExecuTorch's answer on the recorded
   program instead;
 * a ``.pte`` path: a program file has no fx nodes inside delegates. Delegated rows are the backend's
-  own operations when etlens can decode the payload (XNNPACK: ``XNNFullyConnected`` … after fusion,
+  own operations when etlens can decode the payload (XNNPACK: ``FullyConnected`` … after fusion,
   so one row may stand for several fx nodes), non-delegated rows are the kernel calls spelled like fx
   names (``aten::cumsum.out`` → ``aten_cumsum_out``), and there are no ``getitem`` nodes;
 * a ``.pt2`` (never delegated), pass-trace JSON (last snapshot) or an etlens :class:`Graph`.
@@ -288,7 +288,7 @@ def info_from_graph(graph: Graph, source: str = "", notes: list[str] | None = No
                      "(no lowered graph and a payload etlens cannot decode): their nodes are not counted")
     if from_pte and subgraphs:
         notes.append("from a .pte: delegated rows are the backend's own operations after its fusions "
-                     "(e.g. XNNFullyConnected for linear+relu), non-delegated rows are kernel calls; "
+                     "(e.g. one FullyConnected for linear+relu), non-delegated rows are kernel calls; "
                      "a .pte has no getitem nodes. Pass the .etrecord for ExecuTorch's fx-level numbers")
     return DelegationInfo(
         num_delegated_subgraphs=len(subgraphs),
