@@ -3,8 +3,8 @@
     python docs/screenshots/make_screenshots.py
 
 Real models: demo ``transformer`` and ``cnn`` (torch.export, ATen), demo ``mixed`` lowered with the
-XNNPACK partitioner (partially delegated), shown alone, side by side with its ATen graph and the
-``.pte``, and as a two-step pass view; plus a 50k-node synthetic model opening as module boxes.
+XNNPACK partitioner (partially delegated), shown alone and side by side with its ATen graph and the
+``.pte``; its pass trace (``trace_passes``) at the lowering step; plus a 50k-node synthetic model opening as module boxes.
 """
 
 from __future__ import annotations
@@ -55,9 +55,12 @@ def build_pages(tmp: str) -> list[tuple[str, str, list]]:
                   [("click", "executorch_call_delegate_1")]))
     pages.append(("compare", generate_compare_html({"ATen": aten, "lowered (XNNPACK)": lowered, ".pte": pte},
                                                    os.path.join(tmp, "compare.html")), [("click", "linear_1")]))
-    pages.append(("passes", generate_multi_pass_html([("export (ATen)", aten), ("to_edge_transform_and_lower", lowered)],
-                                                     os.path.join(tmp, "passes.html"), title="demo mixed · passes"),
-                  [("key", "ArrowRight")]))
+    from etlens.passes.tracer import trace_passes
+
+    model, inputs = get_demo("mixed")
+    trace = trace_passes(model, inputs, backend="xnnpack")  # 20 snapshots: export, to_edge, passes, lower
+    pages.append(("passes", generate_multi_pass_html(trace, os.path.join(tmp, "passes.html")),
+                  [("key", "End")]))
     pages.append(("big_50k", generate_html(synthetic_graph(50_000), os.path.join(tmp, "big.html")), []))
     return pages
 
@@ -78,6 +81,8 @@ def main() -> int:
                 if kind == "click":
                     pos = page.evaluate("(n) => window.etlens.screenPos(n, 0)", arg)
                     page.mouse.click(pos["x"], pos["y"])
+                elif arg == "End":  # the last pass (lowering)
+                    page.evaluate("() => window.etlens.step(window.etlens.views[0].M.gp.snaps.length - 1)")
                 else:
                     page.locator("canvas.etl-canvas").first.focus()
                     page.keyboard.press(arg)

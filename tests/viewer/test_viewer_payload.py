@@ -141,6 +141,14 @@ def test_trace_json_with_failure(tmp_path):
     assert [data["S"][i] for i in snaps[1]["err"]][:2] == ["RuntimeError", "boom"]
     assert len(snaps[1]["rw"]) == 1
     assert data["title"] == "m · xnnpack"
+    # the first snapshot is shown plain (nothing to differ from)
+    assert snaps[0]["add"] == [] and snaps[0]["rw"] == []
+    # the tracer's Trace object (and the reader's artifact) give the same page
+    from etlens.model.trace import Trace
+
+    obj = Trace.from_json(trace)
+    data2 = _data(open(generate_multi_pass_html(obj, tmp_path / "p2.html"), encoding="utf-8").read())
+    assert len(data2["graphs"][0]["snaps"]) == 2 and data2["title"] == "m · xnnpack"
 
 
 def test_bad_inputs_raise_etlens_errors(tmp_path):

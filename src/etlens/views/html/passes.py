@@ -175,11 +175,12 @@ def passes_payload(snaps: list[Snapshot], strings: Strings) -> dict[str, Any]:
             return sorted({top_index[n] for n in names if n in top_index})
 
         gone = sorted(prev_present - present)
+        first = not out  # the first snapshot has nothing to differ from: show it plain
         rec: dict[str, Any] = {
             "name": strings(snap.name), "stage": strings(snap.stage),
             "t": snap.wall_time_s, "dn": snap.nodes_delta, "n": len(g),
             "p": _runs(list(present)), "ep": _runs(ep),
-            "add": idx(diff.get("added", [])), "rw": idx(diff.get("rewritten", [])),
+            "add": [] if first else idx(diff.get("added", [])), "rw": [] if first else idx(diff.get("rewritten", [])),
             "rm": gone, "nrm": len(diff.get("removed", [])) + len(diff.get("replaced", [])),
         }
         if overrides:

@@ -160,6 +160,7 @@ ETL.View.prototype.draw = function () {
   for (g = 1; g < M.ng; g++) {
     it = n + g;
     if (vis[it] !== 2 || !inView(it)) continue;
+    if (snap && !snap.groupPresent[g]) continue;  // nothing of this box exists in this pass
     var st = ETL.GROUP_STYLE[M.gKind[g]] || ETL.GROUP_STYLE[1];
     ctx.fillStyle = st.fill; ctx.strokeStyle = this.sel === it ? '#1a237e' : st.stroke;
     ctx.lineWidth = (this.sel === it ? 2.5 : 1) / Math.min(1, s);
