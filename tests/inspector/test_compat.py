@@ -66,6 +66,7 @@ def test_events_equal_executorch(artifacts, case):
     for tb, ob in zip(theirs.event_blocks, ours.event_blocks):
         assert ob.bundled_input_index == tb.bundled_input_index
         assert same(list(tb.run_output), list(ob.run_output))
+        assert same(tb.reference_output, ob.reference_output)
         assert len(ob.events) == len(tb.events)
         for te, oe in zip(tb.events, ob.events):
             for f in ("name", "op_types", "delegate_debug_identifier", "debug_handles", "num_outputs",

@@ -221,3 +221,28 @@ def test_interning_keeps_near_identical_strings_apart():
     assert ids[0] == ids[3] and ids[2] == ids[7] and len(set(ids.tolist())) == 8
     short = fb.intern(st[:5], ln[:5], {}, [])
     assert short[0] == short[3] and short[0] != short[1]
+
+
+def test_inspector_works_without_executorch(committed, tmp_path):
+    """Reading a dump and building the table never imports ExecuTorch (nor torch without tensors)."""
+    import subprocess
+    import sys
+
+    art = committed["mlp_portable"]
+    code = f"""
+import sys, warnings
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "executorch" or name.startswith("executorch."):
+            raise ImportError("blocked: " + name)
+sys.meta_path.insert(0, Block())
+warnings.simplefilter("ignore")
+import etlens
+insp = etlens.Inspector(etdump_path={art.etdump!r}, etrecord={art.etrecord!r}, debug_buffer_path={art.debug_buffer!r})
+df = insp.to_dataframe()
+assert len(df) > 5 and df["op_types"].map(len).sum() > 0
+print("torch" in sys.modules, "executorch" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "False"]

@@ -23,6 +23,7 @@ from typing import Any
 from ..model.events import BlockColumns
 
 __all__ = ["RESERVED_FRAMEWORK_EVENT_NAMES", "NodeInfo", "handle_to_nodes", "resolve_block", "record_maps"]
+# (_kernel_matches and _method_score are used by the inspector to check and attribute records)
 
 RESERVED_FRAMEWORK_EVENT_NAMES = ["Method::init", "Program::load_method", "Method::execute"]
 
@@ -206,3 +207,34 @@ def _associate(block: BlockColumns, i: int, nodes: dict[Any, list[NodeInfo]]) ->
                 mh[name] = stack
             if op:
                 ops.append(op)
+
+
+def _kernel_matches(name: str, op_types: list[str]) -> bool | None:
+    """Whether a portable kernel event (``native_call_addmm.out``) names one of its op types; None when
+    there is nothing to check."""
+    if not name.startswith("native_call_") or not op_types:
+        return None
+    kernel = name[len("native_call_"):].split(".")[0]
+    bases = [op.split(".")[-2] if op.count(".") >= 1 else op for op in op_types]
+    return any(base and (base in kernel or kernel in base) for base in bases)
+
+
+def _method_score(block: BlockColumns, handle_map: dict, nodes: dict) -> int:
+    """How well a method's maps explain a block: +1 per known instruction, +2 / -2 per kernel whose
+    name does / does not match the operators its debug handles point to."""
+    score = 0
+    for i, name in enumerate(block.names):
+        instr = int(block.instruction_ids[i])
+        if instr < 0 or block.is_delegated[i] or name in ("Method::init", "Program::load_method", "Method::execute"):
+            continue
+        handles = handle_map.get(str(instr))
+        if handles is None:
+            score -= 1
+            continue
+        score += 1
+        hs = [handles] if isinstance(handles, int) else handles
+        ops = [info[1] for h in hs for info in nodes.get(h, ())]
+        ok = _kernel_matches(name, ops)
+        if ok is not None:
+            score += 2 if ok else -2
+    return score
