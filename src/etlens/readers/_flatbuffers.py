@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 from ..errors import FormatError, TruncatedFileError
 
-__all__ = ["FlatBuffer", "Table", "Path"]
+__all__ = ["FlatBuffer", "Table", "field_path", "render_path"]
 
 _u8 = struct.Struct("<B").unpack_from
 _i8 = struct.Struct("<b").unpack_from
@@ -59,28 +59,28 @@ _SIZES = {"B": 1, "b": 1, "?": 1, "H": 2, "h": 2, "I": 4, "i": 4, "f": 4, "Q": 8
 _HINT = "re-export it or copy it again (is it the file you meant?)"
 
 
-class Path:
-    """Field paths, built lazily: a path is ``None``, a string, or a tuple ``(parent, field, index)``.
+def field_path(parent: Any, field: str, index: int | None = None) -> tuple:
+    """A field path for error messages, built lazily as a tuple ``(parent, field, index)``.
 
-    ``Path(parent, "chains", 1)`` makes ``(parent, "chains", 1)``; ``Path.render`` turns it into
-    ``parent.chains[1]``. Rendering only happens when an error is raised, so building a path costs
-    one small tuple.
+    A path is ``None``, a string (the root's name) or such a tuple; :func:`render_path` turns
+    ``field_path(field_path("program", "execution_plan", 0), "chains", 1)`` into
+    ``program.execution_plan[0].chains[1]``. Rendering happens only when an error is raised, so
+    building a path costs one small tuple.
     """
+    return (parent, field, index)
 
-    def __new__(cls, parent: Any, field: str, index: int | None = None) -> Any:  # type: ignore[misc]
-        return (parent, field, index)
 
-    @staticmethod
-    def render(path: Any) -> str:
-        parts: list[str] = []
-        node = path
-        while isinstance(node, tuple):
-            parent, fld, index = node
-            parts.append(f"{fld}[{index}]" if index is not None else fld)
-            node = parent
-        if node:
-            parts.append(str(node))
-        return ".".join(reversed(parts))
+def render_path(path: Any) -> str:
+    """The dotted text of a path made by :func:`field_path` (``''`` for ``None``)."""
+    parts: list[str] = []
+    node = path
+    while isinstance(node, tuple):
+        parent, fld, index = node
+        parts.append(f"{fld}[{index}]" if index is not None else fld)
+        node = parent
+    if node:
+        parts.append(str(node))
+    return ".".join(reversed(parts))
 
 
 class FlatBuffer:
@@ -141,7 +141,7 @@ class FlatBuffer:
     # -- errors --------------------------------------------------------------------------
     def fail(self, path: Any, msg: str, pos: int, truncated: bool = True) -> None:
         cls = TruncatedFileError if truncated else FormatError
-        rendered = Path.render(path)
+        rendered = render_path(path)
         where = f" (field {rendered})" if rendered else ""
         cause = "the file is truncated or an offset in it is corrupt" if truncated else "the data is corrupt"
         raise cls(f"{self.name}: {self.what}{where}: {msg} at byte {pos} (data ends at byte {self.end}); "
@@ -149,6 +149,8 @@ class FlatBuffer:
 
     # -- raw access ----------------------------------------------------------------------
     def check(self, pos: int, size: int, path: Any, what: str) -> None:
+        """Raise unless ``size`` bytes at absolute ``pos`` lie inside the buffer (for readers that
+        unpack raw regions themselves)."""
         if pos < self.start or pos + size > self.end:
             self.fail(path, f"{what} ({size} bytes) points outside the buffer", pos)
 
@@ -226,7 +228,7 @@ class Table:
         self.path = path
 
     def __repr__(self) -> str:
-        return f"Table({Path.render(self.path)}, pos={self.pos}, fields={len(self.offs)})"
+        return f"Table({render_path(self.path)}, pos={self.pos}, fields={len(self.offs)})"
 
     # -- locating fields -----------------------------------------------------------------
     def offset(self, slot: int) -> int:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from ..errors import FormatError
 from ..model import Graph, Node, TensorMeta
-from ._flatbuffers import FlatBuffer, Path, Table
+from ._flatbuffers import FlatBuffer, Table
 
 __all__ = ["XNODE_TYPES", "XNNPACK_DATATYPES", "XnnNode", "XnnValue", "XnnpackGraph", "decode_xnnpack",
            "is_xnnpack_backend"]
@@ -230,7 +230,7 @@ def decode_xnnpack(payload: bytes | memoryview, name: str = "<xnnpack payload>")
                           "data is something else")
     out.identifier = ident.decode("ascii")
     out.flatbuffer_size = end - start
-    root = fb.root(Path(None, "XNNGraph"))
+    root = fb.root("XNNGraph")
     out.version = root.string(0, "", name="version") or ""
     out.nodes = _decode_nodes(root)
     out.values = _decode_values(root)
