@@ -226,3 +226,20 @@ def test_exported_program_and_edge_manager(tmp_path):
     assert "etlens-data" in open(out, encoding="utf-8").read()
     with pytest.raises(EtlensError):
         visualize_edge_manager(object(), tmp_path / "bad.html")
+
+
+def test_cli_view_trace_and_stages(tmp_path, capsys):
+    a, b = tiny("a"), tiny("b")
+    trace = {"schema": "etlens.trace", "version": 1, "model": "m", "backend": "aten", "snapshots": [
+        {"name": n, "stage": n, "index": i, "wall_time_s": 0.01, "graph": g.to_json(),
+         "diff": {"added": [], "removed": [], "rewritten": [], "replaced": []}, "nodes_delta": 0, "error": None}
+        for i, (n, g) in enumerate((("export", a), ("edge", b)))]}
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps(trace))
+    out = tmp_path / "t.html"
+    assert main(["view", str(src), "-o", str(out)]) == 0
+    assert "2 passes" in capsys.readouterr().out
+    assert _data(out.read_text())["mode"] == "passes"
+    # --stage picks one snapshot graph; --steps/compare for several stages
+    assert main(["view", str(src), "--stage", "edge", "-o", str(out)]) == 0
+    assert _data(out.read_text())["mode"] == "single"
