@@ -184,19 +184,12 @@ def collect(inputs: ReportInputs) -> ReportData:
         from ..readers.etrecord import read as read_etrecord
 
         record = read_etrecord(inputs.etrecord)
-    if inputs.etrecord:
+    source = inputs.etrecord or inputs.pte
+    if source:
         from ..analysis.delegation import get_delegation_info
 
         try:
-            data.delegation = get_delegation_info(inputs.etrecord)
-            data.delegation_df = data.delegation.get_operator_delegation_dataframe()
-        except EtlensError as exc:
-            data.notes.append(f"delegation: {exc}")
-    elif inputs.pte:
-        from ..analysis.delegation import get_delegation_info
-
-        try:
-            data.delegation = get_delegation_info(inputs.pte)
+            data.delegation = get_delegation_info(source)
             data.delegation_df = data.delegation.get_operator_delegation_dataframe()
         except EtlensError as exc:
             data.notes.append(f"delegation: {exc}")
