@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from ..model import DelegateInfo, Graph, Node, TensorMeta
+from ..model import DelegateInfo, Graph, Node, TensorMeta, categorize
 
 if TYPE_CHECKING:
     from .pte import ExecutionPlan, Program, PteArtifact, Value
@@ -118,7 +118,7 @@ def plan_graph(program: "Program", plan: "ExecutionPlan") -> Graph:
                 attrs: dict[str, Any] = {"value_id": vid, "data_buffer_idx": t.data_buffer_idx}
                 if t.fully_qualified_name:
                     attrs["fqn"] = t.fully_qualified_name
-                node = g.add(Node(fresh(f"const_{vid}"), kind="param", outputs=_meta(values, vid), attrs=attrs))
+                node = g.add(Node(fresh(f"const_{vid}"), kind="param", category="param", outputs=_meta(values, vid), attrs=attrs))
                 producer[vid] = node.name
                 return [node.name]
             if t.allocation is not None:
@@ -183,6 +183,8 @@ def plan_graph(program: "Program", plan: "ExecutionPlan") -> Graph:
                         mark_written(node_name, [item])
 
     counts: Counter = Counter()
+    # operator index -> (qualified, target, name base, category), computed once per operator
+    op_names: dict[int | None, tuple[str, str, str, str]] = {}
     index = -1
     for ci, chain in enumerate(plan.chains):
         for ins_ in chain.instructions:
@@ -212,14 +214,19 @@ def plan_graph(program: "Program", plan: "ExecutionPlan") -> Graph:
                                          "inputs": in_ids, "outputs": out_ids}
                 if ins_.kind == "KernelCall":
                     oi = ins_.op_index
-                    if oi is not None and 0 <= oi < len(plan.operators):
-                        op = plan.operators[oi]
-                        qualified, target = op.qualified, op.readable
-                    else:
-                        qualified = target = f"<bad operator index {oi}>"
+                    spelled = op_names.get(oi)
+                    if spelled is None:
+                        if oi is not None and 0 <= oi < len(plan.operators):
+                            op = plan.operators[oi]
+                            qualified, target = op.qualified, op.readable
+                        else:
+                            qualified = target = f"<bad operator index {oi}>"
+                        spelled = op_names[oi] = (qualified, target, _op_base(qualified),
+                                                  categorize(target, "op"))
+                    qualified, target, base, category = spelled
                     attrs["operator"] = qualified
                     attrs["op_index"] = oi
-                    node = Node(fresh(_op_base(qualified)), kind="op", target=target, inputs=inputs,
+                    node = Node(fresh(base), kind="op", target=target, category=category, inputs=inputs,
                                 outputs=outputs, attrs=attrs)
                 else:
                     di = ins_.delegate_index
