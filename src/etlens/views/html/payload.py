@@ -82,10 +82,24 @@ def short_label(node: Node) -> str:
     return node.name
 
 
+_SHAPE_CACHE: dict[tuple, str] = {}
+
+
 def shape_label(node: Node) -> str:
     """``f32[1,8,16,16]`` for the first output, plus ``+2`` when the node has more outputs."""
     if not node.outputs:
         return ""
+    key = (node.outputs[0], len(node.outputs))
+    hit = _SHAPE_CACHE.get(key)
+    if hit is not None:
+        return hit
+    if len(_SHAPE_CACHE) > 100_000:
+        _SHAPE_CACHE.clear()
+    _SHAPE_CACHE[key] = label = _shape_label(node)
+    return label
+
+
+def _shape_label(node: Node) -> str:
     t = node.outputs[0]
     dt = _DTYPE_SHORT.get(t.dtype, t.dtype)
     s = f"{dt}[{','.join(str(d) for d in t.shape)}]"
@@ -147,6 +161,7 @@ class _Flat:
         self.g_type: list[str] = [""]
         self.g_rep: list[int] = [-1]
         self._gkeys: dict[tuple, int] = {}
+        self._stack_memo: dict[tuple, int] = {}
 
     def group_for(self, parent: int, key: tuple, kind: int, label: str, typ: str) -> int:
         k = (parent,) + key
@@ -161,6 +176,18 @@ class _Flat:
         return g
 
     def module_group(self, base: int, stack: list[tuple[str, str]]) -> int:
+        if not stack:
+            return base
+        try:
+            key = (base, tuple(stack))
+            g = self._stack_memo.get(key)
+        except TypeError:  # a reader gave [path, type] lists: no memo, same result
+            return self._module_group(base, stack)
+        if g is None:
+            g = self._stack_memo[key] = self._module_group(base, stack)
+        return g
+
+    def _module_group(self, base: int, stack: list[tuple[str, str]]) -> int:
         g = base
         for path, typ in stack:
             if not path:  # the model itself: one box around everything adds nothing
@@ -349,9 +376,14 @@ def graph_payload_flat(graph: Graph, strings: Strings, *, modules: bool = True,
                 edges.append(i)
     stacks: dict[tuple, int] = {}
     mod_col: list[int] = []
+    by_stack: dict[tuple, int] = {}
     for node in flat.nodes:
-        key = tuple((s(p), s(t)) for p, t in node.module_stack)
-        mod_col.append(stacks.setdefault(key, len(stacks)) if key else -1)
+        raw = tuple(tuple(x) for x in node.module_stack)
+        m = by_stack.get(raw)
+        if m is None:
+            key = tuple((s(p), s(t)) for p, t in raw)
+            m = by_stack[raw] = stacks.setdefault(key, len(stacks)) if key else -1
+        mod_col.append(m)
     out: dict[str, Any] = {
         "name": s(graph.name),
         "id": [s(n) for n in flat.names],
