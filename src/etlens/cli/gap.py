@@ -1,0 +1,126 @@
+"""``etlens gap``: per-operator numeric gap between the ETRecord reference and the device run.
+
+Runs the reference program recorded in the ETRecord on its representative inputs, pairs every
+reference output with the runtime's intermediate output (ETDump + debug buffer) by debug handle,
+and prints one row per op group with the distance. With ``--threshold`` the exit status is 2 when
+any gap is on the bad side of it (above for MSE/L1/max_abs, below for SNR/cosine), so CI can gate
+on numeric drift; the first divergence (earliest op in graph order) is named with its module and
+source line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from ._common import add_command, write_text
+
+_METRICS = ["MSE", "L1", "SNR", "cosine", "max_abs"]
+
+
+def register(sub) -> None:
+    p = add_command(sub, "gap", "numeric gap per operator: ETRecord reference vs runtime intermediate outputs",
+                    "etlens gap --etdump run.etdp --etrecord model.etrecord --debug-buffer run.debug.bin "
+                    "--metric SNR --threshold 30")
+    p.add_argument("--etdump", required=True, help="ETDump (.etdp) written with intermediate outputs")
+    p.add_argument("--etrecord", required=True, help="ETRecord with representative inputs")
+    p.add_argument("--debug-buffer", required=True, help="debug buffer file written next to the ETDump")
+    p.add_argument("--metric", default="MSE", choices=_METRICS, type=_metric, help="distance (default MSE)")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="exit 2 when a gap crosses it (above for MSE/L1/max_abs, below for SNR/cosine)")
+    p.add_argument("--reference-graph", default=None,
+                   help="exported_program | edge_dialect_exported_program | a graph-map name (default: auto)")
+    p.add_argument("--explain", action="store_true", help="also list ops/events without a row, and why")
+    p.add_argument("--format", default="table", choices=["table", "json"], help="output format")
+    p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    p.set_defaults(func=run)
+
+
+def _metric(text: str) -> str:
+    for m in _METRICS:
+        if m.lower() == text.lower():
+            return m
+    return text
+
+
+def _fmt_gap(values) -> str:
+    return ", ".join(f"{v:.6g}" for v in values)
+
+
+def _short(items, limit: int = 4) -> str:
+    items = list(items)
+    if len(items) <= limit:
+        return ", ".join(map(str, items))
+    return ", ".join(map(str, items[:limit])) + f", ... (+{len(items) - limit})"
+
+
+def run(args) -> int:
+    import os
+
+    from ..errors import MissingDataError
+
+    for flag, path in (("--etdump", args.etdump), ("--etrecord", args.etrecord), ("--debug-buffer", args.debug_buffer)):
+        if not os.path.exists(path):
+            hint = (" (write it with module.write_etdump_result_to_file(etdp, debug_path) after loading the "
+                    "program with enable_etdump=True, debug_buffer_size=...)") if flag == "--debug-buffer" else ""
+            raise MissingDataError(f"{flag} {path}: no such file{hint}")
+
+    from ..analysis import numerics
+    from ..analysis.comparators import get_comparator
+    from ..analysis.inspector import Inspector
+
+    insp = Inspector(etdump_path=args.etdump, etrecord=args.etrecord, debug_buffer_path=args.debug_buffer)
+    analysis = numerics.analyze(insp, args.reference_graph)
+    df = analysis.gap_table(args.metric)
+    comparator = get_comparator(args.metric)
+    crossing = []
+    if args.threshold is not None:
+        for i, gaps in enumerate(df["gap"]):
+            if any(comparator.crosses(float(g), args.threshold) for g in gaps):
+                crossing.append(i)
+    first = analysis.first_divergence(args.threshold, args.metric) if crossing else None
+    explain = analysis.explain_unpaired() if args.explain else None
+
+    if args.format == "json":
+        doc = {
+            "metric": args.metric,
+            "threshold": args.threshold,
+            "reference_graph": analysis.reference_graph,
+            "rows": [{
+                "aot_debug_handle": list(r.aot_debug_handle), "aot_ops": list(r.aot_ops),
+                "runtime_ops": list(r.runtime_ops), "runtime_debug_handle": list(r.runtime_debug_handle),
+                "gap": [None if (isinstance(g, float) and math.isnan(g)) else
+                        (str(g) if isinstance(g, float) and math.isinf(g) else g) for g in r.gap],
+                "crosses_threshold": i in crossing,
+            } for i, r in enumerate(df.itertuples())],
+            "crossing": len(crossing),
+            "first_divergence": first.to_dict() if first else None,
+        }
+        if explain is not None:
+            doc["unpaired"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in rec.items()
+                                if k != "stack_trace"} for rec in explain.astype(object).where(
+                                    explain.notna(), None).to_dict("records")]
+        text = json.dumps(doc, indent=2, default=str)
+    else:
+        from tabulate import tabulate
+
+        rows = [[i, _short(r.aot_ops), _short(r.runtime_ops), _short(r.aot_debug_handle, 6), _fmt_gap(r.gap),
+                 "!" if i in crossing else ""] for i, r in enumerate(df.itertuples())]
+        lines = [f"numeric gap ({args.metric}) against {analysis.reference_graph}: {len(df)} op groups", "",
+                 tabulate(rows, headers=["#", "reference ops", "runtime ops", "debug handles", args.metric, ""],
+                          tablefmt="simple")]
+        if args.threshold is not None:
+            side = "below" if comparator.higher_is_better else "above"
+            lines += ["", f"{len(crossing)} of {len(df)} groups {side} threshold {args.threshold:g}"]
+            if first is not None:
+                lines.append(str(first))
+                if first.stack_trace:
+                    lines.append("  " + first.stack_trace.strip().splitlines()[-2].strip()
+                                 if len(first.stack_trace.strip().splitlines()) > 1 else first.stack_trace.strip())
+        if explain is not None and len(explain):
+            lines += ["", f"without a row of their own ({len(explain)}):",
+                      tabulate([[r.side, r.name, r.reason, r.detail] for r in explain.itertuples()],
+                               headers=["side", "name", "reason", "why"], tablefmt="simple")]
+        text = "\n".join(lines)
+    write_text(text, args.output)
+    return 2 if crossing else 0
