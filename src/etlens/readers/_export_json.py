@@ -249,6 +249,17 @@ def _delegate_info(arg_json: str, index: int, node_name: str) -> tuple[DelegateI
                         compile_specs=specs, inner=inner, index=index), lowered.get("backend_id")
 
 
+def _node_target_name(target: str) -> str:
+    """A serialized node target as fx spells it: operators readable, Python callables by name.
+
+    ``torch.ops.aten.add.Tensor`` → ``aten.add.Tensor``; edge ops likewise; a Python function
+    serialized by its path (``executorch.exir.memory.alloc``, ``_operator.getitem``) → its name.
+    """
+    if target.startswith(("torch.ops.", "executorch.exir.dialects.edge.ops.")):
+        return target_name(target)
+    return target.rsplit(".", 1)[-1] if target else target
+
+
 class _Namer:
     """torch.fx's naming: a taken name gets ``_1``, ``_2``… appended (per base name)."""
 
@@ -325,7 +336,7 @@ def graph_from_program_json(doc: dict, name: str, meta: dict | None = None) -> G
             _names_in(inp.get("arg"), refs)
         inputs = [alias.get(r, r) for r in refs]
         outputs = snode.get("outputs", [])
-        readable = target_name(target)
+        readable = _node_target_name(target)
         if delegate is not None:  # as fx prints it: the lowered module first, then the operands
             rest = _args_text({"target": target, "inputs": inputs_json})
             attrs["args"] = f"%{attrs['lowered_module']}" + (f", {rest}" if rest else "")

@@ -155,7 +155,7 @@ def load_tensors(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
 
 
-def to_schema(cls: Any, data: Any) -> Any:
+def to_schema(cls: Any, data: Any, schema_module: Any = None) -> Any:
     """JSON dict → torch.export schema dataclass (what torch's ``_dict_to_dataclass`` does).
 
     Same rules as torch's helper (unknown keys ignored for forward compatibility, one-key dicts
@@ -163,7 +163,9 @@ def to_schema(cls: Any, data: Any) -> Any:
     schema type is compiled once into a converter function instead of re-reading type hints for
     every object: on a 1000-layer program this turns ~6 s into well under a second.
     """
-    return _converter(cls)(data)
+    if schema_module is None:
+        from torch._export.serde import schema as schema_module
+    return _converter(cls, schema_module)(data)
 
 
 def _identity(data: Any) -> Any:
@@ -171,12 +173,17 @@ def _identity(data: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=None)
-def _converter(cls: Any) -> Any:  # noqa: C901 - one branch per kind of schema type
+def _converter(cls: Any, schema: Any) -> Any:  # noqa: C901 - one branch per kind of schema type
+    """A function turning JSON into ``cls`` (types named by string resolve in ``schema``)."""
     import types
     import typing
 
-    from torch._export.serde import schema
-    from torch._export.serde.union import _Union, _UnionTag
+    import sys
+
+    _Union = getattr(schema, "_Union", None)
+    if _Union is None:
+        from torch._export.serde.union import _Union
+    _UnionTag = sys.modules[_Union.__module__]._UnionTag
 
     if isinstance(cls, typing.ForwardRef):
         cls = cls.__forward_arg__
@@ -184,14 +191,14 @@ def _converter(cls: Any) -> Any:  # noqa: C901 - one branch per kind of schema t
         cls = getattr(schema, cls)
     origin = typing.get_origin(cls)
     if origin is typing.Annotated:
-        return _converter(cls.__origin__)
+        return _converter(cls.__origin__, schema)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(cls)
         if type(None) in args:
             inner_cls = next(a for a in args if a is not type(None))
 
             def optional(data: Any, _inner: Any = inner_cls) -> Any:
-                return None if data is None else _converter(_inner)(data)
+                return None if data is None else _converter(_inner, schema)(data)
 
             return optional
         return _identity
@@ -209,7 +216,7 @@ def _converter(cls: Any) -> Any:  # noqa: C901 - one branch per kind of schema t
             obj = object.__new__(cls)
             for n in names:
                 setattr_(obj, n, None)
-            setattr_(obj, key, _converter(hints[key])(value))
+            setattr_(obj, key, _converter(hints[key], schema)(value))
             setattr_(obj, "_type", _UnionTag.create(key, cls))
             return obj
 
@@ -221,7 +228,7 @@ def _converter(cls: Any) -> Any:  # noqa: C901 - one branch per kind of schema t
         def record(data: Any) -> Any:
             if not isinstance(data, dict):
                 raise ValueError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
-            return cls(**{n: _converter(hints[n])(data[n]) for n in names if n in data})
+            return cls(**{n: _converter(hints[n], schema)(data[n]) for n in names if n in data})
 
         return record
     if origin in (list, tuple) or cls in (list, tuple):
@@ -231,7 +238,7 @@ def _converter(cls: Any) -> Any:  # noqa: C901 - one branch per kind of schema t
         def sequence(data: Any) -> Any:
             if not isinstance(data, list) or not data or item is None:
                 return data
-            conv = _converter(item)
+            conv = _converter(item, schema)
             return [conv(d) for d in data]
 
         return sequence
@@ -242,7 +249,7 @@ def _converter(cls: Any) -> Any:  # noqa: C901 - one branch per kind of schema t
         def mapping(data: Any) -> Any:
             if not isinstance(data, dict) or value_type is None:
                 return data
-            conv = _converter(value_type)
+            conv = _converter(value_type, schema)
             return {k: conv(v) for k, v in data.items()}
 
         return mapping

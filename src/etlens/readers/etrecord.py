@@ -278,10 +278,12 @@ class ETRecord(Artifact):
                 f"(pip install etlens[executorch]) to rebuild it, or use the stage's Graph "
                 f"(ETRecord.graphs()) which does not need a runnable program") from exc
         try:
-            from torch._export.serde import schema
             from ._torch_compat import to_schema
 
-            serialized = to_schema(schema.ExportedProgram, doc)
+            # ExecuTorch's deserializer wants its own copy of the schema classes
+            serialized = to_schema(et_serde.schema.ExportedProgram, doc, et_serde.schema)
+            if not isinstance(inputs, tuple):
+                inputs = None
             return et_serde.ExportedProgramDeserializer().deserialize(serialized, state, consts, inputs)
         except Exception as exc:
             raise FormatError(f"{self.path}: cannot rebuild program {stage!r} ({why}; ExecuTorch's deserializer "
