@@ -28,6 +28,7 @@ _WORKER = r"""
 import json, resource, sys, time, warnings
 warnings.filterwarnings("ignore")
 side, etdp, etrecord, debug, repeat = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+save = sys.argv[6] if len(sys.argv) > 6 else ""
 out = {}
 if side == "etlens":
     import pandas  # noqa: F401  (imported up front, as ExecuTorch's Inspector module does)
@@ -55,18 +56,22 @@ for _ in range(repeat):
     if best_i is None or (t2 - t) < best_i + best_df:
         best_i, best_df = t1 - t, t2 - t1
     out["rows"] = len(df)
-    del insp, df
+    del insp
+    if _ < repeat - 1:
+        del df
 out["inspector_s"], out["dataframe_s"] = best_i, best_df
 out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+if save:  # after the measurements: keep the frame for the cell-by-cell comparison (decodes tensors)
+    df.to_pickle(save)
 print("RESULT " + json.dumps(out))
 """
 
 
-def run_side(side: str, paths, repeat: int) -> dict:
+def run_side(side: str, paths, repeat: int, save: str = "") -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(HERE, "..", "src") + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-c", _WORKER, side, paths.etdump, paths.etrecord, paths.debug_buffer,
-                           str(repeat)], capture_output=True, text=True, env=env)
+                           str(repeat), save], capture_output=True, text=True, env=env)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
@@ -78,6 +83,7 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3, help="etlens repetitions (best of); ExecuTorch runs once")
+    ap.add_argument("--no-verify", action="store_true", help="skip comparing the two DataFrames cell by cell")
     args = ap.parse_args(argv)
     from _artifacts import deep_artifacts
 
@@ -89,9 +95,18 @@ def main(argv=None) -> int:
     n_events = sum(len(r) for r in dump.runs)
     print(f"dump: {paths.etdump} ({os.path.getsize(paths.etdump) / 1e6:.1f} MB, {len(dump.runs)} runs, "
           f"{n_events} events); debug buffer {os.path.getsize(paths.debug_buffer) / 1e6:.0f} MB", flush=True)
-    ours = run_side("etlens", paths, args.repeat)
+    import tempfile as _tf
+
+    _tmp = _tf.mkdtemp(prefix="bench_inspector_")
+    ours_save = "" if args.no_verify else os.path.join(_tmp, "etlens.pkl")
+    ours = run_side("etlens", paths, args.repeat, ours_save)
     print(f"etlens done: {ours}", flush=True)
-    theirs = run_side("executorch", paths, 1)
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="bench_inspector_")
+    ours_pkl, theirs_pkl = ("", "") if args.no_verify else (os.path.join(tmp, "etlens.pkl"),
+                                                             os.path.join(tmp, "executorch.pkl"))
+    theirs = run_side("executorch", paths, 1, theirs_pkl)
     print(f"executorch done: {theirs}", flush=True)
     rows = [
         ("ETDump parse (s)", ours["parse_s"], theirs["parse_s"], 50),
@@ -108,6 +123,15 @@ def main(argv=None) -> int:
     print(f"{'peak RSS (MB)':32s} {ours['peak_rss_mb']:10.0f} {theirs['peak_rss_mb']:12.0f} {ratio:9.2f}x  "
           f"<= 0.33x {'OK' if ratio <= 1 / 3 else 'MISSED'}")
     print(f"rows: etlens {ours['rows']}, executorch {theirs['rows']}")
+    if not args.no_verify:
+        import pandas as pd
+
+        sys.path.insert(0, os.path.join(HERE, "..", "tests", "inspector"))
+        from _inspector_compare import frame_diffs
+
+        diffs = frame_diffs(pd.read_pickle(theirs_pkl), pd.read_pickle(ours_save))
+        print("DataFrames equal cell by cell (incl. debug_data tensors)" if not diffs else
+              "DataFrames DIFFER:\n  " + "\n  ".join(diffs))
     return 0
 
 

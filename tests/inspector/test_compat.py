@@ -194,3 +194,17 @@ def test_executorch_etrecord_object_accepted(artifacts):
         o = etlens.Inspector(etdump_path=art.etdump, etrecord=parse_etrecord(art.etrecord),
                              debug_buffer_path=art.debug_buffer)
     assert frame_diffs(theirs.to_dataframe(), o.to_dataframe()) == []
+
+
+def test_enable_module_hierarchy_and_reference_graph(artifacts):
+    from executorch.devtools import Inspector as ETInspector
+
+    import etlens
+
+    art = artifacts["transformer_portable"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = ETInspector(etdump_path=art.etdump, etrecord=art.etrecord, enable_module_hierarchy=True)
+        o = etlens.Inspector(etdump_path=art.etdump, etrecord=art.etrecord, enable_module_hierarchy=True)
+    assert frame_diffs(t.to_dataframe(), o.to_dataframe()) == []
+    assert o.to_dataframe()["module_hierarchy"].map(len).sum() > 0
