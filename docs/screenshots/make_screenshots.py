@@ -40,6 +40,14 @@ def build_pages(tmp: str) -> list[tuple[str, str, list]]:
         model, inputs = get_demo(demo)
         g = first(read_object(torch.export.export(model, inputs), name=demo))
         pages.append((demo, generate_html(g, os.path.join(tmp, f"{demo}.html"), title=f"demo {demo} · ATen"), []))
+        if demo == "transformer":
+            import math
+
+            values = {n.name: float(math.prod(n.outputs[0].shape)) for n in g
+                      if n.kind == "op" and n.outputs and all(isinstance(d, int) for d in n.outputs[0].shape)}
+            pages.append(("overlay", generate_html(g, os.path.join(tmp, "overlay.html"), overlay=values,
+                                                   overlay_label="output elements",
+                                                   title="demo transformer · overlay"), [("click", "linear_1")]))
     model, inputs = get_demo("mixed")
     ep, edge, et = lower(model, inputs, delegate=True)
     aten = first(read_object(ep, name="aten"))
