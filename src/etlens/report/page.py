@@ -76,9 +76,9 @@ def _cards(data: ReportData) -> list[Card]:
             detail += f"\n{data.gap_metric} {', '.join(f'{g:.3g}' for g in div.gap)} > {data.gap_threshold:.3g}"
             cards.append(Card("First divergence", div.op, detail, "warn"))
         else:
-            cards.append(Card("First divergence", "none",
-                              "no op crosses the threshold" if data.gap_threshold is not None else "no gap above 0",
-                              "ok"))
+            detail = (f"no op crosses {data.gap_threshold:.3g}" if data.gap_threshold is not None
+                      else "every gap is at float-rounding level")
+            cards.append(Card("First divergence", "none", detail, "ok"))
     cards.append(Card("Operator events", str(len(data.op_latency)), "distinct runtime events per run"))
     return cards
 
