@@ -98,6 +98,11 @@ class Snapshot:
             if not isinstance(diff, dict):
                 raise FormatError(f"{where}.diff: expected an object, got {type(diff).__name__}")
             diff = {**_empty_diff(), **diff}
+            if not all(isinstance(diff[k], list) for k in _DIFF_KEYS):
+                raise FormatError(f"{where}.diff: 'added', 'removed', 'rewritten', 'replaced' must be lists")
+            report = data.get("handle_report") or {}
+            if not isinstance(report, dict) or not isinstance(report.get("lost") or [], list):
+                raise FormatError(f"{where}.handle_report: expected an object whose 'lost' is a list")
             error = data.get("error")
             if error is not None and not isinstance(error, dict):
                 raise FormatError(f"{where}.error: expected null or an object")
@@ -262,6 +267,8 @@ class Trace:
         if not isinstance(raw, list):
             raise FormatError(f"{where}: field 'snapshots' must be a list")
         snaps = [Snapshot.from_json(s, f"{where}: snapshots[{i}]") for i, s in enumerate(raw)]
+        if not isinstance(data.get("meta") or {}, dict):
+            raise FormatError(f"{where}: field 'meta' must be an object")
         return cls(model=str(data.get("model", "")), backend=str(data.get("backend", "")),
                    snapshots=snaps, created_by=str(data.get("created_by", "")), meta=dict(data.get("meta") or {}))
 
