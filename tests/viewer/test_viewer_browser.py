@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from etlens.model import Node
+from etlens.model import Graph, Node
 from etlens.views.html import generate_compare_html, generate_html, generate_multi_pass_html
 from etlens.views.html.synthetic import synthetic_graph
 
@@ -30,7 +30,23 @@ def pages(tmp_path_factory):
         "overlay": generate_html(tiny(), d / "overlay.html", overlay={"linear": 3.0, "relu": 1.0},
                                  overlay_label="latency (ms)"),
         "lowered": generate_html(lowered(), d / "lowered.html"),
+        "empty": generate_html(Graph("empty"), d / "empty.html"),
+        "cycle": generate_html(_cycle(), d / "cycle.html"),
     }
+
+
+def _cycle() -> Graph:
+    g = Graph("not a DAG")  # malformed input must still draw, not hang
+    g.add(Node("a", inputs=["c"]))
+    g.add(Node("b", inputs=["a"]))
+    g.add(Node("c", inputs=["b"]))
+    return g
+
+
+def test_degenerate_graphs_load(open_page, pages):
+    assert open_page(pages["empty"]).errors == []
+    pg = open_page(pages["cycle"])
+    assert pg.errors == [] and pg.page.evaluate("() => window.etlens.visibleCount()") == 3
 
 
 def test_loads_offline_without_errors(open_page, pages):
