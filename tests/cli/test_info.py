@@ -29,6 +29,8 @@ def test_info_pte_json_fields(committed, capsys):
     assert m["delegates"] == []
     assert m["by_category"]["param"] >= 4 and m["by_category"]["output"] == 1
     assert data["constant_data_size"] > 0 and data["num_segments"] == 1
+    # the generic per-graph part every reader's summary has
+    assert data["graphs"]["forward"]["operators"]["aten.addmm.out"] == 2
 
 
 def test_info_pte_json_delegates(committed, capsys):

@@ -214,6 +214,9 @@ class PteArtifact(Artifact):
         return dict(self._graphs)
 
     def summary(self) -> dict[str, Any]:
+        """The generic per-graph summary (``graphs``) plus the program's facts (``methods`` …)."""
         from ._pte_graph import program_summary
 
-        return program_summary(self)
+        out = program_summary(self)
+        out["graphs"] = super().summary()["graphs"]
+        return out
