@@ -72,6 +72,12 @@ KNOWN_BACKENDS = frozenset(
 
 _SUFFIX = re.compile(r"_[\d]+$")
 
+#: Why these non-delegated nodes are not operators a backend could take (no partitioner needed).
+_STRUCTURAL = {
+    "getitem": "not an operator: it reads one output of the previous call (a delegate or a multi-output op)",
+    "alloc": "not an operator: a memory-planning allocation added by to_executorch",
+}
+
 
 def _op_type(node_name: str) -> str:
     """ExecuTorch's operator type: the fx node name without its ``_<n>`` uniquifying suffix."""
@@ -273,13 +279,14 @@ def info_from_graph(graph: Graph, source: str = "", notes: list[str] | None = No
             entry["delegated_nodes"] += len(ops)
             subgraphs.append({"node": node.name, "index": d.index, "backend_id": backend, "nodes": len(ops),
                               "payload_size": d.payload_size,
-                              "contents": "fx" if d.inner is not None else ("backend_ops" if d.ops else "unknown")})
+                              "contents": ("backend_graph" if from_pte else "fx") if d.inner is not None
+                              else ("backend_ops" if d.ops else "unknown")})
             if backend not in KNOWN_BACKENDS:
                 unknown.add(backend)
         elif _is_call_function(node):
             op_type = _pte_op_type(node.target, node.name) if from_pte else _op_type(node.name)
             add(op_type, False)
-            non_delegated.append(NonDelegatedNode(node.name, op_type, node.target))
+            non_delegated.append(NonDelegatedNode(node.name, op_type, node.target, _STRUCTURAL.get(node.target or "")))
     for backend in sorted(unknown):
         notes.append(f"unknown backend id {backend!r}: not one of the backends ExecuTorch ships; its "
                      "subgraphs are counted, but etlens cannot decode their payloads")
@@ -439,7 +446,7 @@ def get_delegation_info(obj: Any, *, method: str | None = None, partitioner: Any
         else:
             reasons = explain(res.exported_program, partitioner, [n.name for n in info.non_delegated])
             for n in info.non_delegated:
-                n.reason = reasons.get(n.name)
+                n.reason = reasons.get(n.name, n.reason)
     return info
 
 
