@@ -83,6 +83,7 @@ def graph_from_json(data: Any) -> Graph:
     try:
         strings: list[str] = data["strings"]
         cols: dict[str, list] = data["nodes"]
+        _check_types(data, strings, cols)
         modules = [[(strings[p], strings[t]) for p, t in key] for key in data.get("modules", [])]
 
         def s(i: int) -> str | None:
@@ -110,5 +111,48 @@ def graph_from_json(data: Any) -> Graph:
         return g
     except FormatError:
         raise
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
-        raise FormatError(f"etlens graph JSON {data.get('name', '?')!r} is malformed: {exc!r}") from exc
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        raise FormatError(f"etlens graph JSON {str(data.get('name', '?'))[:200]!r} is malformed: "
+                          f"{str(exc)[:300]}") from exc
+
+
+def _check_types(data: dict, strings: Any, cols: Any) -> None:
+    # JSON from outside may hold any type anywhere; a wrong one must fail here, not later in
+    # summary() or the viewer (hashing a list target, sorting str against int handles)
+    if not isinstance(strings, list) or not all(isinstance(x, str) for x in strings):
+        raise FormatError("etlens graph JSON: field 'strings' must be a list of strings")
+    if not isinstance(cols, dict):
+        raise FormatError("etlens graph JSON: field 'nodes' must be an object of columns")
+    if not isinstance(data.get("name", "graph"), str) or not isinstance(data.get("meta") or {}, dict):
+        raise FormatError("etlens graph JSON: 'name' must be a string and 'meta' an object")
+    for col in ("name", "kind", "target", "category", "module", "stack"):
+        if not all(type(v) is int for v in cols[col]):
+            raise FormatError(f"etlens graph JSON: column {col!r} must hold integer string ids")
+    for col in ("inputs", "handles"):
+        if not all(isinstance(v, list) and all(type(x) is int for x in v) for v in cols[col]):
+            raise FormatError(f"etlens graph JSON: column {col!r} must hold lists of integers")
+    for col in ("outputs", "lineage"):
+        if not all(isinstance(v, list) and all(isinstance(x, list) for x in v) for v in cols[col]):
+            raise FormatError(f"etlens graph JSON: column {col!r} must hold lists of lists")
+    for out in cols["outputs"]:
+        for t in out:
+            if len(t) != 2 or not isinstance(t[0], list) or type(t[1]) is not int or not all(
+                    type(d) is int or isinstance(d, str) for d in t[0]):
+                raise FormatError("etlens graph JSON: an output must be [[dims], dtype string id]")
+    for col in ("delegate", "attrs"):
+        if not all(v is None or isinstance(v, dict) for v in cols[col]):
+            raise FormatError(f"etlens graph JSON: column {col!r} must hold objects or null")
+    for lin in cols["lineage"]:
+        for st in lin:
+            if len(st) != 4 or not all(type(x) is int for x in st[:3]) or not (st[3] is None or type(st[3]) is int):
+                raise FormatError("etlens graph JSON: a lineage step must be [name id, target id, pass id, graph id]")
+    for d in cols["delegate"]:
+        if d is None:
+            continue
+        specs = d.get("compile_specs", {})
+        if not (isinstance(d.get("backend_id"), str) and all(
+                d.get(k) is None or type(d.get(k)) is int for k in ("payload_size", "index"))
+                and isinstance(d.get("ops", []), list) and all(isinstance(o, str) for o in d.get("ops", []))
+                and isinstance(specs, dict) and all(isinstance(v, str) for v in specs.values())):
+            raise FormatError("etlens graph JSON: a delegate needs a string 'backend_id', integer "
+                              "'payload_size'/'index', string 'ops' and string 'compile_specs'")
