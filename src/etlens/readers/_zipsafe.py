@@ -42,7 +42,7 @@ class SafeZip:
             raise MissingDataError(f"{self.path}: is a directory, expected a {what} file") from exc
         except PermissionError as exc:
             raise MissingDataError(f"{self.path}: permission denied") from exc
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
             raise FormatError(f"{self.path}: not a {what} (not a readable zip archive: {exc}){self._hint()}") from exc
         try:
             infos = self._zip.infolist()
@@ -74,11 +74,15 @@ class SafeZip:
     def entry_size(self, name: str) -> int:
         return self._infos[name].file_size
 
-    def read(self, name: str, limit: int | None = None) -> bytes:
-        """The bytes of entry ``name``, refusing sizes the archive cannot back."""
-        info = self._infos.get(name)
-        if info is None:
-            raise MissingDataError(f"{self.path}: {self.what} has no entry {name!r}{self._hint()}")
+    def check_sizes(self) -> None:
+        """Refuse the archive if any entry declares more bytes than the file can back.
+
+        For archives handed to another library (``torch.export.load``) that reads entries itself.
+        """
+        for name, info in self._infos.items():
+            self._check_size(name, info, None)
+
+    def _check_size(self, name: str, info: zipfile.ZipInfo, limit: int | None) -> None:
         declared = info.file_size
         bound = self.size if info.compress_type == zipfile.ZIP_STORED else self.size * _MAX_RATIO + _SLACK
         if limit is not None:
@@ -86,6 +90,14 @@ class SafeZip:
         if declared > bound or info.compress_size > self.size:
             raise FormatError(f"{self.path}: entry {name!r} declares {declared} bytes, more than this "
                               f"{self.size}-byte file can hold; the {self.what} is corrupt{self._hint()}")
+
+    def read(self, name: str, limit: int | None = None) -> bytes:
+        """The bytes of entry ``name``, refusing sizes the archive cannot back."""
+        info = self._infos.get(name)
+        if info is None:
+            raise MissingDataError(f"{self.path}: {self.what} has no entry {name!r}{self._hint()}")
+        declared = info.file_size
+        self._check_size(name, info, limit)
         try:
             with self._zip.open(info) as f:
                 data = f.read(declared + 1)
