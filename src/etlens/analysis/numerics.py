@@ -89,16 +89,18 @@ def _representative_inputs(record: Any) -> tuple:
 
 
 def _check_runtime(runtime: RuntimeOutputs, inspector: Any) -> None:
+    if runtime.n_debug_events and getattr(inspector, "_buffer", "n/a") is None:
+        # etlens.Inspector without a buffer decodes logged tensors as zeros (as ExecuTorch does):
+        # comparing those would report a huge, meaningless gap
+        raise MissingDataError(
+            "the ETDump refers to intermediate tensors stored in a debug buffer, but no debug buffer was given: "
+            "pass debug_buffer_path='run.debug.bin' to the Inspector (--debug-buffer on the command line), "
+            "the file written by module.write_etdump_result_to_file(etdp_path, debug_buffer_path)")
     if runtime.n_debug_events:
         return
-    has_buffer = any(getattr(inspector, a, None) for a in ("debug_buffer_path", "_debug_buffer_path"))
-    if not runtime.outputs and not runtime.winners:
-        raise MissingDataError("the ETDump has no events tied to operators of the ETRecord (no debug handles "
-                               "resolve); pass the ETRecord this program was exported with")
     raise MissingDataError(
-        "the ETDump holds no intermediate outputs" + ("" if has_buffer else " (and no debug buffer was given: "
-                                                       "pass debug_buffer_path=... / --debug-buffer)")
-        + f"; {_HINT_DEBUG}")
+        "the ETDump holds no intermediate outputs tied to operators of the ETRecord, so there is nothing to "
+        f"compare; {_HINT_DEBUG} (if it does hold them, pass the ETRecord this program was exported with)")
 
 
 # -- the analysis ------------------------------------------------------------------------------------
