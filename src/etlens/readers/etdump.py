@@ -25,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import warnings
@@ -187,7 +188,9 @@ class DebugBuffer:
         spec = SCALAR_TYPES.get(ref.scalar_type)
         if spec is None:
             raise FormatError(f"{self.path}: unknown scalar type {ref.scalar_type} in a debug event tensor")
-        count = int(np.prod(ref.sizes, dtype=np.int64)) if ref.sizes else 1
+        if any(d < 0 for d in ref.sizes):
+            raise FormatError(f"{self.path}: debug event tensor has negative sizes {ref.sizes} (corrupt ETDump)")
+        count = math.prod(ref.sizes)  # Python ints: a corrupt shape must not wrap around int64
         dt = np.dtype(spec[1])
         if count == 0:
             return np.zeros(0, dtype=dt).reshape(ref.sizes)
@@ -320,8 +323,17 @@ def _inflate_tensor(ref: TensorRef, buffer: DebugBuffer | None):
     if spec is None:
         raise FormatError(f"unknown scalar type {ref.scalar_type} in a debug event tensor")
     if buffer is None:
+        nbytes = math.prod(ref.sizes) * np.dtype(spec[1]).itemsize
+        if any(d < 0 for d in ref.sizes) or nbytes > _MAX_ZEROS_BYTES:
+            raise FormatError(f"debug event tensor of shape {ref.sizes} ({nbytes} bytes) is not plausible "
+                              "(corrupt ETDump); pass the debug buffer or a dump from the same run")
         return torch.zeros(ref.sizes, dtype=_torch_dtype(spec))
     return buffer.tensor(ref)
+
+
+#: Largest all-zeros placeholder built for a debug tensor when no debug buffer is given; a corrupt
+#: shape must not make us allocate tens of GB.
+_MAX_ZEROS_BYTES = 1 << 30
 
 
 def _vec_span(fb: FB, vec_pos: int, elem: int, what: str) -> tuple[int, int]:
