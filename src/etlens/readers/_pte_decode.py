@@ -72,7 +72,9 @@ def _tensor_fast(fb: FlatBuffer, pos: int, path: Any, ref: int) -> Value:
         apos = p + _u32(data, p)[0]
         apath = (path, "allocation_info", None)
         ao, atl = fb.locate(apos, apath, p)
-        if len(ao) >= 3 and max(ao[0], ao[1], ao[2]) + 4 <= atl:
+        if len(ao) < 3:  # trailing fields equal to their default are left out of the vtable
+            ao = ao + _ZEROS10[len(ao):3]
+        if max(ao[0], ao[1], ao[2]) + 4 <= atl:
             lo = _u32(data, apos + ao[1])[0] if ao[1] else 0
             hi = _u32(data, apos + ao[2])[0] if ao[2] else 0
             alloc = AllocationInfo(_u32(data, apos + ao[0])[0] if ao[0] else 0, lo | (hi << 32))
@@ -118,7 +120,10 @@ def _values(plan: Table) -> list[Value]:
                 continue
             if tag == 2:
                 vo, vl = locate(vpos, vpath, p)
-                if vo and vo[0] and vo[0] + 8 <= vl:
+                if not vo or not vo[0]:  # int_val equal to its default (0) is left out
+                    append(Value("int", 0))
+                    continue
+                if vo[0] + 8 <= vl:
                     append(Value("int", _i64(data, vpos + vo[0])[0]))
                     continue
         append(_value(fb.table_at(pos, path)))
