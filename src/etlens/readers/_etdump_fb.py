@@ -199,10 +199,13 @@ class FB:
             uniq_bytes, inv = [b""], np.zeros(len(st), dtype=np.int64)
         elif width <= 256:
             w8 = (width + 7) // 8 * 8
-            cols = np.arange(w8, dtype=np.int64)
+            itype = np.int32 if self.size < (1 << 31) - 512 else np.int64
+            cols = np.arange(w8, dtype=itype)
             mask = cols[None, :] < ln[:, None]
-            idx = np.where(mask, st[:, None] + cols, 0)
-            mat = np.where(mask, self.buf[idx], 0).astype(np.uint8)
+            idx = st.astype(itype)[:, None] + cols
+            np.minimum(idx, self.size - 1, out=idx)   # bytes past a string's end are masked below
+            mat = self.buf[idx]
+            mat *= mask
             # a 64-bit hash per string (wrapping multiply-add over 8-byte words, plus the length),
             # then one integer unique; every group is verified byte-for-byte against its first
             # member, and a collision falls back to the exact (slower) row-unique
