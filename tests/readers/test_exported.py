@@ -124,6 +124,34 @@ def test_pt2_bad_input(tmp_path):
         read_pt2(tmp_path / "missing.pt2")
 
 
+def test_pt2_absurd_sizes_and_names(committed, tmp_path):
+    import zipfile
+
+    src = committed["mlp_portable"].pt2
+    evil = tmp_path / "evil.pt2"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(evil, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info.filename))
+        zout.writestr("../outside", b"x")
+    with pytest.raises(FormatError, match=r"'\.\./outside' escapes the archive"):
+        read(evil)
+    data = bytearray(open(src, "rb").read())
+    with zipfile.ZipFile(src) as z:
+        first = z.infolist()[0].filename.encode()
+    pos = 0
+    while True:  # the central-directory record of the first entry (the signature also occurs in data)
+        pos = data.index(b"PK\x01\x02", pos)
+        n = int.from_bytes(data[pos + 28:pos + 30], "little")
+        if data[pos + 46:pos + 46 + n] == first:
+            break
+        pos += 4
+    data[pos + 24:pos + 28] = (0x7FFFFFF0).to_bytes(4, "little")
+    big = tmp_path / "big.pt2"
+    big.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match="declares 2147483632 bytes"):
+        read(big)
+
+
 def test_committed_pt2(committed):
     for case in committed.values():
         art = read(case.pt2)
@@ -188,9 +216,13 @@ def test_edge_manager_delegates(lowered_mixed):
     # the same program as a bare GraphModule gives the same delegates
     g2 = read_object(gm, name="forward").graphs()["forward"].lint()
     assert [n.name for n in g2.delegates()] == [n.name for n in delegates]
-    # and the executorch manager lists its methods
     s = art.summary()
     assert [d["backend_id"] for d in s["delegates"]["forward"]] == ["XnnpackBackend", "XnnpackBackend"]
+    # the ExecuTorch manager (after to_executorch) lists its methods, delegates still folded
+    et = read_object(edge.to_executorch())
+    assert et.format == "executorch_program_manager"
+    g3 = et.graphs()["forward"].lint()
+    assert [n.delegate.backend_id for n in g3.delegates()] == ["XnnpackBackend", "XnnpackBackend"]
 
 
 @requires_executorch

@@ -77,8 +77,8 @@ def read(path: str | os.PathLike) -> ExportedArtifact:
     # validate the archive ourselves first: bounded sizes, no path tricks, clear messages
     from ._zipsafe import SafeZip
 
-    with SafeZip(path, what=".pt2 archive", hint="write it with torch.export.save(exported_program, path)"):
-        pass
+    with SafeZip(path, what=".pt2 archive", hint="write it with torch.export.save(exported_program, path)") as z:
+        z.check_sizes()
     try:
         import torch
 
