@@ -175,3 +175,16 @@ def test_cli_model_explorer_bad_node_data(committed, tmp_path, capsys):
     code, _, err = _run(capsys, "model-explorer", committed["mlp_xnnpack"].pte, "-o", str(out),
                         "--node-data", f"lat={junk}")
     assert code == 1 and "none of its keys" in err
+
+
+def test_graph_json_round_trip_gives_the_same_numbers(committed, tmp_path, capsys):
+    # the lowered view as etlens graph JSON (what pass traces and the viewer store) reads back the same
+    from etlens.analysis.delegation import delegation_graph
+
+    g = delegation_graph(committed["mlp_xnnpack"].etrecord)
+    path = tmp_path / "lowered.json"
+    path.write_text(json.dumps(g.to_json()))
+    code, out, err = _run(capsys, "delegation", str(path), "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert (data["num_delegated_subgraphs"], data["num_delegated_nodes"], data["num_non_delegated_nodes"]) == (1, 4, 1)

@@ -20,11 +20,6 @@ from typing import Any, Iterable
 
 __all__ = ["explain"]
 
-_STRUCTURAL = {
-    "getitem": "not an operator: it reads one output of the previous call (a delegate or a multi-output op)",
-    "alloc": "not an operator: a memory-planning allocation added by to_executorch",
-}
-
 
 def _format_target_name(name: str) -> str:
     # the partitioner keys its configs by the op name without the dialect namespace
@@ -86,6 +81,7 @@ def explain(exported_program: Any, partitioner: Any, names: Iterable[str]) -> di
 
 def _reason(node: Any, ep: Any, parts: list[Any], capture: _Capture) -> str:
     from ..readers._fx import target_name
+    from .delegation import _STRUCTURAL
 
     tname = target_name(node.target)
     base = tname.split(".")[0] if tname else ""

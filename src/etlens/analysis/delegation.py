@@ -56,6 +56,8 @@ __all__ = [
     "format_delegated_graph",
     "print_delegated_graph",
     "delegation_graph",
+    "info_from_graph",
+    "format_graph_text",
 ]
 
 #: Column names of :meth:`DelegationInfo.get_operator_delegation_dataframe` (as in ExecuTorch).
