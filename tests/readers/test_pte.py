@@ -141,6 +141,7 @@ def _assert_agrees(art, pte_file, data):
     # Constants: ExecuTorch splits the constant segment back into one buffer per tensor.
     assert mine.num_constant_buffers() == len(theirs.constant_buffer)
     assert mine.constant_data_size() == sum(len(b.storage) for b in theirs.constant_buffer)
+    assert mine.constant_sizes() == [len(b.storage) for b in theirs.constant_buffer]
     if pte_file.named_data is not None:
         assert sorted(nd.key for nd in mine.named_data) == sorted(pte_file.named_data.pte_data)
 
@@ -192,6 +193,9 @@ def test_mlp_portable_graph_shape(parsed):
     assert addmm.outputs[0].dtype == "float32" and len(addmm.outputs[0].shape) == 2
     assert addmm.attrs["instruction"] == 1 and addmm.attrs["chain"] == 0
     assert g.nodes[-1].inputs == ["add"]
+    # the first weight (32x16 float32) is constant buffer 1 of 2048 bytes
+    params = {n.attrs["data_buffer_idx"]: n for n in g if n.kind == "param"}
+    assert params[1].attrs["nbytes"] == 2048 and params[1].outputs[0].shape == (32, 16)
 
 
 def _flatc_json(payload: bytes, tmp_path) -> dict:

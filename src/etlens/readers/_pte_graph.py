@@ -97,6 +97,7 @@ def plan_graph(program: "Program", plan: "ExecutionPlan") -> Graph:
     # whole tensor …) are not instructions: the emitter gives the view its own value id with the
     # base's memory, so a read of a never-written value follows the memory to its writer.
     memory: dict[tuple[int, int], str] = {}
+    const_sizes = program.constant_sizes()
 
     def is_const(vid: int) -> bool:
         if not 0 <= vid < nvalues:
@@ -116,6 +117,8 @@ def plan_graph(program: "Program", plan: "ExecutionPlan") -> Graph:
             t = v.val
             if t.is_constant:
                 attrs: dict[str, Any] = {"value_id": vid, "data_buffer_idx": t.data_buffer_idx}
+                if 0 <= t.data_buffer_idx < len(const_sizes):
+                    attrs["nbytes"] = const_sizes[t.data_buffer_idx]
                 if t.fully_qualified_name:
                     attrs["fqn"] = t.fully_qualified_name
                 node = g.add(Node(fresh(f"const_{vid}"), kind="param", category="param", outputs=_meta(values, vid), attrs=attrs))

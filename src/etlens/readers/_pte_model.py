@@ -236,4 +236,13 @@ class Program:
     def num_constant_buffers(self) -> int:
         return len(self.constant_segment_offsets) if self.constant_segment_offsets else len(self.constant_buffer_sizes)
 
+    def constant_sizes(self) -> list[int]:
+        """Bytes of each constant buffer (index = ``TensorValue.data_buffer_idx``; padding included
+        for buffers cut from the constant segment, as ExecuTorch's own deserializer reports them)."""
+        offs = self.constant_segment_offsets
+        if not offs:
+            return list(self.constant_buffer_sizes)
+        end = self.constant_data_size()
+        return [max(0, (offs[i + 1] if i + 1 < len(offs) else end) - offs[i]) for i in range(len(offs))]
+
 
