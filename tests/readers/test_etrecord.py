@@ -211,3 +211,21 @@ def test_committed_etrecord_reads(committed):
         out = ep.module()(*rec.representative_inputs[0])
         ref = rec.load_exported_program("exported_program").module()(*rec.representative_inputs[0])
         assert out.shape == ref.shape
+
+
+def test_public_api_is_pinned(committed):
+    """Other parts of etlens code against exactly these names."""
+    from etlens.readers import etrecord, exported
+
+    assert sorted(etrecord.__all__) == ["EDGE_PREFIX", "ETRecord", "EXPORTED_PROGRAM", "IDENTIFIER", "read"]
+    assert sorted(exported.__all__) == ["ExportedArtifact", "graph_from_exported_program", "graph_from_graph_module",
+                                        "read", "read_object"]
+    rec = read(committed["mlp_portable"].etrecord)
+    for name in ("stages", "debug_handle_map", "delegate_map", "instruction_id_to_num_outs_map", "export_graph_id",
+                 "representative_inputs", "reference_outputs", "graphs", "graph", "summary", "load_exported_program",
+                 "program_json", "edge_stages", "graph_map_stages", "exported_program", "edge_dialect_program",
+                 "graph_map", "_debug_handle_map", "_delegate_map", "_instruction_id_to_num_outs_map",
+                 "_representative_inputs", "_reference_outputs", "entries"):
+        assert hasattr(rec, name), name
+    assert isinstance(rec.debug_handle_map["forward"], dict)
+    assert all(isinstance(k, int) and isinstance(v, list) for k, v in rec.debug_handle_map["forward"].items())
