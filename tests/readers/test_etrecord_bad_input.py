@@ -171,3 +171,41 @@ def test_errors_are_etlens_errors(tmp_path):
     d.mkdir()
     with pytest.raises(MissingDataError, match="is a directory"):
         read(d)
+
+
+def _renamed(src: str, dst, rename) -> str:
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(rename(info.filename), zin.read(info.filename))
+    return str(dst)
+
+
+def test_old_single_edge_program_layout(good, tmp_path):
+    """Older ETRecords stored the edge program as ``edge_dialect_exported_program`` (no method)."""
+    p = _renamed(good, tmp_path / "old.etrecord",
+                 lambda n: n.replace("edge_dialect_exported_program/forward", "edge_dialect_exported_program"))
+    rec = read(p)
+    assert rec.stages == ["exported_program", "edge_dialect_exported_program/forward"]
+    g = rec.graph("edge_dialect_exported_program/forward").lint()
+    assert g.debug_handle_coverage()[0] > 0
+
+
+def test_several_methods_and_graph_map(good, tmp_path):
+    """Every edge method and every graph-map entry is a stage, in ExecuTorch's order."""
+    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(tmp_path / "multi.etrecord", "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            zout.writestr(info.filename, data)
+            if info.filename.startswith("edge_dialect_exported_program/forward"):
+                zout.writestr(info.filename.replace("/forward", "/decode"), data)
+            if info.filename.startswith("exported_program"):
+                zout.writestr(info.filename.replace("exported_program", "quantized/forward", 1), data)
+    rec = read(tmp_path / "multi.etrecord")
+    assert rec.stages == ["exported_program", "edge_dialect_exported_program/forward",
+                          "edge_dialect_exported_program/decode", "quantized/forward"]
+    assert rec.edge_stages == ["edge_dialect_exported_program/forward", "edge_dialect_exported_program/decode"]
+    assert rec.graph_map_stages == ["quantized/forward"]
+    graphs = rec.graphs()
+    assert graphs["quantized/forward"].meta["dialect"] == "graph_map"
+    assert graphs["edge_dialect_exported_program/decode"].meta["method"] == "decode"
+    assert [n.name for n in graphs["quantized/forward"]] == [n.name for n in graphs["exported_program"]]
