@@ -89,6 +89,9 @@ def test_format_delegated_graph_equals_executorch(case, capsys):
     assert format_delegated_graph(lowered(case)) == et_format(gm)
     print_delegated_graph(gm)
     assert capsys.readouterr().out == et_format(gm) + "\n"
+    compact = format_delegated_graph(gm, compact=True)
+    assert compact.count("backend_id: XnnpackBackend") == et_format(gm).count("backend_id: XnnpackBackend")
+    assert max(map(len, compact.splitlines())) < max(map(len, et_format(gm).splitlines()))
 
 
 def test_format_delegated_graph_from_etrecord_expands_each_delegate(artifacts):

@@ -457,14 +457,17 @@ def delegation_graph(obj: Any, *, method: str | None = None, etrecord_view: str 
     return _resolve(obj, method, etrecord_view).graph
 
 
-def format_delegated_graph(obj: Any, *, method: str | None = None) -> str:
+def format_delegated_graph(obj: Any, *, method: str | None = None, compact: bool = False) -> str:
     """The whole graph with each delegate's lowered subgraph expanded under it.
 
     For a ``torch.fx.GraphModule`` (or a program/manager holding one) the text is exactly
     ExecuTorch's ``format_delegated_graph``: fx's one-line node format, with ``backend_id`` and
-    ``lowered graph()`` under each ``lowered_module_*``. For files (ETRecord, .pte, …) etlens prints
-    the same shape from its own graph model: ``%name = target(args)`` lines.
+    ``lowered graph()`` under each ``lowered_module_*``. For files (ETRecord, .pte, …), or with
+    ``compact=True`` for anything, etlens prints the same shape from its own graph model in shorter
+    lines: ``%name = aten.linear.default(%x, %w)``, tensor types on inputs, payload sizes on delegates.
     """
+    if compact:
+        return format_graph_text(_resolve(obj, method, "lowered").graph)
     gm = None
     if _is_graph_module(obj):
         gm = obj
@@ -477,9 +480,9 @@ def format_delegated_graph(obj: Any, *, method: str | None = None) -> str:
     return format_graph_text(_resolve(obj, method, "lowered").graph)
 
 
-def print_delegated_graph(obj: Any, *, method: str | None = None) -> None:
+def print_delegated_graph(obj: Any, *, method: str | None = None, compact: bool = False) -> None:
     """Print :func:`format_delegated_graph`."""
-    print(format_delegated_graph(obj, method=method))
+    print(format_delegated_graph(obj, method=method, compact=compact))
 
 
 def _format_fx(gm: Any) -> str:
