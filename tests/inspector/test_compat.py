@@ -208,3 +208,12 @@ def test_enable_module_hierarchy_and_reference_graph(artifacts):
         o = etlens.Inspector(etdump_path=art.etdump, etrecord=art.etrecord, enable_module_hierarchy=True)
     assert frame_diffs(t.to_dataframe(), o.to_dataframe()) == []
     assert o.to_dataframe()["module_hierarchy"].map(len).sum() > 0
+
+
+def test_get_exported_program(artifacts):
+    theirs, ours = pair(artifacts, "mixed_xnnpack", "full")
+    a, b = theirs.get_exported_program(), ours.get_exported_program()
+    assert [n.name for n in a.graph.nodes] == [n.name for n in b.graph.nodes]
+    assert ours.get_exported_program("no/such") is None
+    _, bare = pair(artifacts, "mixed_xnnpack", "dump_only")
+    assert bare.get_exported_program() is None
