@@ -124,19 +124,12 @@ def test_json_graph_equals_rebuilt_program_graph(parsed, case):
     ours, _ = parsed[case]
     for stage in ours.stages:
         fast, slow = ours.graph(stage), ours.graph(stage, rebuild=True)
-        replaced = {n.name for n in ours.load_exported_program(stage).graph.nodes if ORIGINAL_TARGET_META in n.meta}
-        fj, sj = fast.to_json(), slow.to_json()
-        if not replaced:
-            assert fj == sj, stage
-            continue
-        # ops replaced by a plain-torch equivalent show their stored arguments in the fast graph
-        assert [n.name for n in fast] == [n.name for n in slow]
-        for a, b in zip(fast, slow):
-            if a.name in replaced:
-                assert a.target == b.target and a.inputs == b.inputs and a.debug_handles == b.debug_handles
-                assert "dim_order=" in a.attrs["args"]
-            else:
-                assert a == b, (stage, a.name)
+        assert fast.to_json() == slow.to_json(), stage
+        # ops replaced by a plain-torch equivalent still show what ExecuTorch recorded
+        for node in ours.load_exported_program(stage).graph.nodes:
+            if ORIGINAL_TARGET_META in node.meta:
+                assert fast[node.name].target.startswith("dim_order_ops.")
+                assert "dim_order=" in fast[node.name].attrs["args"]
 
 
 @requires_executorch

@@ -29,11 +29,13 @@ from typing import Any
 from ..model import DelegateInfo, Graph, LineageStep, Node, TensorMeta
 
 __all__ = ["graph_from_fx", "target_name", "tensor_metas", "module_stack_of", "lineage_of",
-           "debug_handles_of", "ORIGINAL_TARGET_META"]
+           "debug_handles_of", "ORIGINAL_TARGET_META", "ORIGINAL_ARGS_META"]
 
 #: ``node.meta`` key where the ETRecord loader keeps the stored (edge-dialect) target of a node whose
 #: operator it replaced by a plain-torch equivalent; the Graph shows the stored name.
 ORIGINAL_TARGET_META = "etlens_original_target"
+#: ...and the argument text of the stored call (``dim_order=[0, 1, 2, 3]`` rather than the replacement's).
+ORIGINAL_ARGS_META = "etlens_original_args"
 
 _EDGE_PREFIX = "executorch.exir.dialects.edge.ops."
 _MAX_ARG_TEXT = 120
@@ -368,7 +370,7 @@ def graph_from_fx(gm: Any, name: str, signature: Any = None, meta: dict | None =
                 continue
             if op != "call_function":
                 tname = f"{op}:{fx_node.target}"
-            attrs["args"] = _args_text(fx_node)
+            attrs["args"] = m.get(ORIGINAL_ARGS_META) or _args_text(fx_node)
             inputs = [n for n in inputs if n in g or n not in lowered_nodes]
             g.add(Node(fx_node.name, kind="op", target=tname, inputs=inputs, attrs=attrs, **common))
     return g

@@ -29,7 +29,7 @@ import functools
 import io
 from typing import Any
 
-from ._fx import ORIGINAL_TARGET_META, debug_handles_of
+from ._fx import ORIGINAL_ARGS_META, ORIGINAL_TARGET_META, debug_handles_of
 
 __all__ = [
     "first_line",
@@ -290,6 +290,10 @@ def deserialize_program(doc: dict, state_dict: Any, constants: Any, example_inpu
     from torch._export.serde.serialize import ExportedProgramDeserializer
 
     ensure_quant_ops()
+    from ._export_json import _args_text as stored_args_text
+
+    stored_args = {str(n.get("name")): stored_args_text(n) for g in _graphs_of(doc) for n in g.get("nodes", [])
+                   if str(n.get("target", ""))[len(EDGE_PREFIX):] in _REPLACEMENTS}
     replaced = rewrite_edge_targets(doc)
     metas = _node_meta_by_name(doc)
     _drop_unknown_verifiers(doc)
@@ -308,6 +312,7 @@ def deserialize_program(doc: dict, state_dict: Any, constants: Any, example_inpu
             node.meta["debug_handle"] = handles[0] if len(handles) == 1 else handles
         if node.name in replaced:
             node.meta[ORIGINAL_TARGET_META] = replaced[node.name]
+            node.meta[ORIGINAL_ARGS_META] = stored_args[node.name]
     # getitem nodes that torch creates for multi-output ops carry no serialized metadata of their
     # own; ExecuTorch gives them their producer's handle, so do the same.
     for node in ep.graph.nodes:
