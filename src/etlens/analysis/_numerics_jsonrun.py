@@ -100,7 +100,7 @@ class JsonNode:
         if self._ancestors is None:
             raw = self.meta.get("from_node")
             out: list[str] = []
-            if isinstance(raw, str) and "}, {" not in raw and "},{" not in raw:
+            if isinstance(raw, str) and "}, {" not in raw and "},{" not in raw and "\\" not in raw:
                 # one source per level (the usual case): the entries appear outermost first, so the
                 # chain is the (name, graph_id) pairs in text order; no need to parse the JSON
                 found = _SOURCE_RE.findall(raw)
@@ -121,7 +121,7 @@ class JsonNode:
         return self._ancestors
 
 
-_SOURCE_RE = re.compile(r'"name": "((?:[^"\\]|\\.)*)", "target": "(?:[^"\\]|\\.)*", "graph_id": (-?\d+)')
+_SOURCE_RE = re.compile(r'"name": "([^"\\]*)", "target": "[^"\\]*", "graph_id": (-?\d+)')
 
 
 def _unescape(text: str) -> str:
@@ -282,7 +282,8 @@ class JsonProgram:
         """
         from ..readers._torch_compat import ensure_quant_ops
 
-        ensure_quant_ops()
+        if any("quantized_decomposed" in n.target for n in self.nodes):
+            ensure_quant_ops()  # importing torch.ao.quantization costs ~1 s: only when needed
         if self._tensors is not None:
             self.state_dict, self.constants = self._tensors()
             self._tensors = None

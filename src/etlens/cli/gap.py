@@ -54,6 +54,20 @@ def _short(items, limit: int = 4) -> str:
     return ", ".join(map(str, items[:limit])) + f", ... (+{len(items) - limit})"
 
 
+def _user_frame(stack_trace: str | None) -> str | None:
+    """The innermost frame of the user's code (not torch's): ``file:line in fn: source``."""
+    if not stack_trace:
+        return None
+    import re
+
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', stack_trace)
+    if not frames:
+        return stack_trace.strip().splitlines()[0]
+    mine = [f for f in frames if "site-packages" not in f[0] and "/torch/" not in f[0]] or frames
+    path, line, fn, src = mine[-1]
+    return f"{path}:{line} in {fn}: {src.strip()}"
+
+
 def run(args) -> int:
     import os
 
@@ -114,9 +128,9 @@ def run(args) -> int:
             lines += ["", f"{len(crossing)} of {len(df)} groups {side} threshold {args.threshold:g}"]
             if first is not None:
                 lines.append(str(first))
-                if first.stack_trace:
-                    lines.append("  " + first.stack_trace.strip().splitlines()[-2].strip()
-                                 if len(first.stack_trace.strip().splitlines()) > 1 else first.stack_trace.strip())
+                frame = _user_frame(first.stack_trace)
+                if frame:
+                    lines.append("  at " + frame)
         if explain is not None and len(explain):
             lines += ["", f"without a row of their own ({len(explain)}):",
                       tabulate([[r.side, r.name, r.reason, r.detail] for r in explain.itertuples()],

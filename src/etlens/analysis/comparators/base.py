@@ -79,7 +79,8 @@ def to_numpy64(value: Any):
             arr = np.asarray(value, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"cannot convert {type(value).__name__} to a tensor: {exc}") from exc
-    if np.isnan(arr).any():
+    # one reduction in the common case; the exact NaN test only when something is not finite
+    if arr.size and not np.isfinite(arr.sum()) and np.isnan(arr).any():
         arr = np.nan_to_num(arr)
     return arr
 

@@ -21,6 +21,10 @@ class CosineComparator(NumericalComparatorBase):
     def element_compare(self, a: Any, b: Any) -> float:
         import numpy as np
 
+        with np.errstate(all="ignore"):  # inf - inf and 0/0 give nan / inf silently, as in torch
+            return self._compare(np, a, b)
+
+    def _compare(self, np: Any, a: Any, b: Any) -> float:
         x, y = aligned_pair(a, b)
         if x.shape != y.shape:
             try:

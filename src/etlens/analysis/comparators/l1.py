@@ -17,6 +17,10 @@ class L1Comparator(NumericalComparatorBase):
     def element_compare(self, a: Any, b: Any) -> float:
         import numpy as np
 
+        with np.errstate(all="ignore"):  # inf - inf and 0/0 give nan / inf silently, as in torch
+            return self._compare(np, a, b)
+
+    def _compare(self, np: Any, a: Any, b: Any) -> float:
         x, y = aligned_pair(a, b)
         try:
             d = x - y

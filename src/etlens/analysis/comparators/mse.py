@@ -17,10 +17,13 @@ class MSEComparator(NumericalComparatorBase):
     def element_compare(self, a: Any, b: Any) -> float:
         import numpy as np
 
+        with np.errstate(all="ignore"):  # inf - inf and 0/0 give nan / inf silently, as in torch
+            return self._compare(np, a, b)
+
+    def _compare(self, np: Any, a: Any, b: Any) -> float:
         x, y = aligned_pair(a, b)
         try:
             d = x - y
         except ValueError as exc:
             raise ValueError(f"MSE: cannot compare shapes {x.shape} and {y.shape}: {exc}") from exc
-        with np.errstate(all="ignore"):
-            return float(np.mean(d * d)) if d.size else float("nan")
+        return float(np.mean(d * d)) if d.size else float("nan")
