@@ -185,10 +185,10 @@ def test_fx_sources_follow_from_node():
 
     gm = torch.fx.symbolic_trace(M())
     nodes = {n.name: n for n in gm.graph.nodes}
-    relu, add = nodes["relu"], nodes["add"]
-    # pretend a pass built `add` from relu and add of the previous graph
-    add.meta["from_node"] = [NodeSource(relu, "Fuse"),
-                             NodeSource(add, "Fuse")]
-    src = fx_sources(gm, ["relu", "add", "x"])
-    assert src["add"] == ["relu", "add"]
-    assert src["relu"] == ["relu"]
+    x, relu, add = nodes["x"], nodes["relu"], nodes["add"]
+    # pretend a pass built `add` from x and relu of the previous graph
+    add.meta["from_node"] = [NodeSource(x, "Fuse"), NodeSource(relu, "Fuse")]
+    assert fx_sources(gm, ["x", "relu"])["add"] == ["x", "relu"]  # union of both sources
+    # a name kept from the previous graph is the same node, whatever its history says
+    assert fx_sources(gm, ["x", "relu", "add"])["add"] == ["add"]
+    assert "add" not in fx_sources(gm, ["other"])

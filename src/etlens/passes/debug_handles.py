@@ -124,13 +124,18 @@ def fx_sources(gm: Any, previous: Iterable[str]) -> dict[str, list[str]]:
     """For each node of ``gm``: the nodes of the previous graph (names in ``previous``) it was built from.
 
     Every entry of a node's ``from_node`` is followed down its own chain until a name of the previous
-    graph is met, so a node fused from {a, b} maps to ``[a, b]``. A node that kept its name (an
-    in-place pass) maps to itself. Nodes with no known source are absent.
+    graph is met, so a node fused from {a, b} maps to ``[a, b]``. A node whose name exists in the
+    previous graph maps to itself (an in-place pass kept it). Nodes with no known source are absent.
     """
     prev = set(previous)
     out: dict[str, list[str]] = {}
     fx_graph = gm.graph if hasattr(gm, "graph") else gm
     for node in fx_graph.nodes:
+        if node.name in prev:
+            # the same node, kept by an in-place pass or renamed identically by a retrace; its
+            # from_node may still point at what it was first built from, which is history
+            out[node.name] = [node.name]
+            continue
         found: list[str] = []
         for src in node.meta.get(_FROM_NODE) or []:
             cur, depth = src, 0
@@ -143,8 +148,6 @@ def fx_sources(gm: Any, previous: Iterable[str]) -> dict[str, list[str]]:
                 nxt = getattr(cur, "from_node", None) or []
                 cur = nxt[-1] if nxt else None
                 depth += 1
-        if not found and node.name in prev:
-            found.append(node.name)
         if found:
             out[node.name] = found
     return out
