@@ -49,24 +49,24 @@ class TraceArtifact(Artifact):
             "snapshots": len(t.snapshots),
             "failed": None if failed is None else f"{failed.name}: {failed.error.get('type')}: "
                                                   f"{failed.error.get('message')}",
-            "stages": [
-                {
-                    "index": s.index,
-                    "name": s.name,
-                    "stage": s.stage,
-                    "nodes": len(s.graph),
-                    "nodes_delta": s.nodes_delta,
-                    "wall_time_s": s.wall_time_s,
-                    "added": len(s.diff.get("added") or []),
-                    "removed": len(s.diff.get("removed") or []),
-                    "rewritten": len(s.diff.get("rewritten") or []),
-                    "replaced": len(s.diff.get("replaced") or []),
-                    "handles_lost": len((s.handle_report or {}).get("lost") or []),
-                    "error": None if s.error is None else s.error.get("type"),
-                }
-                for s in t.snapshots
-            ],
+            "stages": {f"{s.index} {s.name}": _stage_line(s) for s in t.snapshots},
         }
+
+
+def _stage_line(s: Any) -> str:
+    """One readable line per snapshot: stage, size, diff counts (+added -removed ~rewritten >replaced),
+    time, lost handles, error."""
+    d = s.diff or {}
+    lost = len((s.handle_report or {}).get("lost") or [])
+    parts = [f"{s.stage}: {len(s.graph)} nodes ({s.nodes_delta:+d})",
+             f"+{len(d.get('added') or [])} -{len(d.get('removed') or [])} "
+             f"~{len(d.get('rewritten') or [])} >{len(d.get('replaced') or [])}",
+             f"{s.wall_time_s:.3f}s"]
+    if lost:
+        parts.append(f"{lost} lost debug handle(s)")
+    if s.error is not None:
+        parts.append(f"FAILED: {s.error.get('type')}")
+    return ", ".join(parts)
 
 
 def read(path: str | os.PathLike) -> TraceArtifact:
