@@ -167,3 +167,16 @@ def test_partitioner_reasons_on_mixed_demo():
     info = get_delegation_info(lowered("mixed_xnnpack"), partitioner=[XnnpackPartitioner()])
     assert "no support config for cumsum.default" in info.reasons["aten_cumsum_default"]
     assert info.reasons["getitem"].startswith("not an operator")
+
+
+def test_partitioner_reasons_from_etrecord_match_in_memory(artifacts, capsys):
+    # an ETRecord keeps the edge program the partitioner saw: the same question gets the same answer
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+    from etlens.cli.main import main
+
+    from_file = get_delegation_info(artifacts["mixed_xnnpack"].etrecord, partitioner=XnnpackPartitioner())
+    in_memory = get_delegation_info(lowered("mixed_xnnpack"), partitioner=XnnpackPartitioner())
+    assert from_file.reasons["aten_cumsum_default"] == in_memory.reasons["aten_cumsum_default"]
+    assert main(["delegation", artifacts["mixed_xnnpack"].etrecord, "--why", "xnnpack"]) == 0
+    assert "no support config for cumsum.default" in capsys.readouterr().out

@@ -320,6 +320,8 @@ class _Resolved:
     notes: list[str] = field(default_factory=list)
     graph_module: Any = None
     exported_program: Any = None
+    #: loads the program a partitioner can be asked about (ETRecord: the recorded edge program)
+    load_program: Any = None
 
 
 def _is_graph_module(obj: Any) -> bool:
@@ -379,13 +381,13 @@ def _resolve_path(path: str, method: str | None, etrecord_view: str) -> _Resolve
         key = None
     if key is not None and key in _PATH_CACHE:
         hit = _PATH_CACHE[key]
-        return _Resolved(hit.graph, hit.source, list(hit.notes))
+        return _Resolved(hit.graph, hit.source, list(hit.notes), load_program=hit.load_program)
     res = _resolve_path_uncached(path, method, etrecord_view)
     if key is not None:
         if len(_PATH_CACHE) >= _PATH_CACHE_SIZE:
             _PATH_CACHE.pop(next(iter(_PATH_CACHE)))
         _PATH_CACHE[key] = res
-    return _Resolved(res.graph, res.source, list(res.notes))
+    return _Resolved(res.graph, res.source, list(res.notes), load_program=res.load_program)
 
 
 def _resolve_path_uncached(path: str, method: str | None, etrecord_view: str) -> _Resolved:
@@ -395,8 +397,10 @@ def _resolve_path_uncached(path: str, method: str | None, etrecord_view: str) ->
     if spec.format == "etrecord":
         from ._delegation_etrecord import etrecord_graph
 
-        graph, source, notes = etrecord_graph(read(path), method or "forward", etrecord_view)
-        return _Resolved(graph, source, notes)
+        record = read(path)
+        graph, source, notes = etrecord_graph(record, method or "forward", etrecord_view)
+        stage = f"edge_dialect_exported_program/{method or 'forward'}"
+        return _Resolved(graph, source, notes, load_program=lambda: record.load_exported_program(stage))
     if spec.format == "etdump":
         raise UnsupportedFormatError(
             f"{path}: an ETDump holds runtime events, not the program; pass the .pte or .etrecord "
@@ -427,8 +431,9 @@ def get_delegation_info(obj: Any, *, method: str | None = None, partitioner: Any
             ``.etrecord``, ``.pte``, ``.pt2`` or pass-trace JSON.
         method: which method of a multi-method program (default ``forward``).
         partitioner: the partitioner (or list of partitioners) you lowered with; for each
-            non-delegated node etlens runs its support check and records why it said no
-            (in-memory programs only: the check needs the fx node and its program).
+            non-delegated node etlens runs its support check and records why it said no (on the
+            in-memory program, or on an ETRecord's recorded edge program - the one the partitioner
+            saw; a .pte has no fx nodes to ask about).
         etrecord_view: ``"lowered"`` (default) rebuilds the lowered program from an ETRecord's
             maps; ``"recorded"`` counts the stored edge program as ExecuTorch does (which is the
             program before partitioning, so it never has delegates).
@@ -442,11 +447,15 @@ def get_delegation_info(obj: Any, *, method: str | None = None, partitioner: Any
     if partitioner is not None:
         from ._delegation_reasons import explain
 
-        if res.exported_program is None:
-            info.notes.append("partitioner reasons need the in-memory program (an ExportedProgram or "
-                              "EdgeProgramManager); none were computed for this input")
+        program = res.exported_program
+        if program is None and res.load_program is not None:
+            # an ETRecord keeps the edge program the partitioner saw: replay its checks there
+            program = res.load_program()
+        if program is None:
+            info.notes.append("partitioner reasons need the program the partitioner saw (an ExportedProgram, "
+                              "an EdgeProgramManager or an ETRecord); none were computed for this input")
         else:
-            reasons = explain(res.exported_program, partitioner, [n.name for n in info.non_delegated])
+            reasons = explain(program, partitioner, [n.name for n in info.non_delegated])
             for n in info.non_delegated:
                 n.reason = reasons.get(n.name, n.reason)
     return info

@@ -23,6 +23,8 @@ def register(sub) -> None:
                    help="ETRecord: count the stored edge program as ExecuTorch does (before partitioning) "
                         "instead of the rebuilt lowered view")
     p.add_argument("--graph", action="store_true", help="also print the graph with each delegate expanded")
+    p.add_argument("--why", choices=("xnnpack",), default=None,
+                   help="ask this partitioner why each fallback was not delegated (.etrecord; needs executorch)")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     p.set_defaults(func=run)
 
@@ -30,7 +32,8 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..analysis.delegation import format_delegated_graph, get_delegation_info
 
-    info = get_delegation_info(args.artifact, method=args.method,
+    partitioner = _partitioner(args.why) if args.why else None
+    info = get_delegation_info(args.artifact, method=args.method, partitioner=partitioner,
                                etrecord_view="recorded" if args.recorded else "lowered")
     if args.format == "json":
         data = info.to_dict()
@@ -53,3 +56,14 @@ def _no_delegates(path: str, info) -> str:
     n = info.num_non_delegated_nodes
     return (f"No delegates in {path}: nothing was lowered to a backend; all {n} counted node(s) run on "
             "ExecuTorch's kernels." + (f" ({info.notes[0]})" if info.notes else ""))
+
+
+def _partitioner(name: str):
+    from ..errors import BackendUnavailableError
+
+    try:
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    except Exception as exc:  # ImportError, or a broken install
+        raise BackendUnavailableError(f"--why {name} needs the XNNPACK partitioner from ExecuTorch "
+                                      "(pip install etlens[executorch])") from exc
+    return XnnpackPartitioner()
