@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -85,7 +86,8 @@ def read(path: str | os.PathLike) -> ExportedArtifact:
         from ._torch_compat import ensure_quant_ops
 
         ensure_quant_ops()
-        ep = torch.export.load(path)
+        with _weights_only_torch_load(torch):
+            ep = torch.export.load(path)
     except (KeyboardInterrupt, MemoryError):
         raise
     except Exception as exc:
@@ -97,6 +99,27 @@ def read(path: str | os.PathLike) -> ExportedArtifact:
     # identical Graph JSON; the artifact's own format is "pt2"
     graph = graph_from_exported_program(ep, name)
     return ExportedArtifact("pt2", path, {name: ep}, {name: graph})
+
+
+@contextlib.contextmanager
+def _weights_only_torch_load(torch: Any):
+    """Force ``weights_only=True`` on every ``torch.load`` inside ``torch.export.load``.
+
+    torch's .pt2 loader retries a failed ``weights_only=True`` load with ``weights_only=False``
+    (and loads pickled weights that way outright), which runs code from the archive: a crafted
+    .pt2 could execute anything on ``etlens info model.pt2``. Plain tensors load the same.
+    """
+    original = torch.load
+
+    def safe_load(*args: Any, **kwargs: Any) -> Any:
+        kwargs["weights_only"] = True
+        return original(*args, **kwargs)
+
+    torch.load = safe_load
+    try:
+        yield
+    finally:
+        torch.load = original
 
 
 def _torch_version() -> str:
