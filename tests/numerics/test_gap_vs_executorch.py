@@ -118,3 +118,28 @@ def test_extra_metrics_have_a_row_per_group(both, case):
             assert all(isinstance(x, float) for x in g)
     cos = ours.calculate_numeric_gap("cosine")
     assert all(0.999 < g[0] <= 1.0 + 1e-12 for g in cos.gap)  # fp32 runtime vs reference: near-identical
+
+
+def test_custom_comparator_with_preprocessing(both):
+    from etlens.analysis.comparators import NumericalComparatorBase, to_float64
+
+    _, ours = both("mixed_xnnpack")
+
+    class Shifted(NumericalComparatorBase):
+        def preprocessing(self, mapping):
+            return {k: (h, v + 1.0) for k, (h, v) in mapping.items()}
+
+        def element_compare(self, a, b):
+            return float((to_float64(b) - to_float64(a)).mean())
+
+    cmp = Shifted()
+    df = ours.calculate_numeric_gap(cmp)
+    assert cmp.inspector is ours
+    assert len(df) == 3 and all(abs(g[0] - 1.0) < 1e-6 for g in df.gap)
+
+
+def test_executorch_comparator_instance_is_accepted(both):
+    from executorch.devtools.inspector.numerical_comparator import SNRComparator as ETSNR
+
+    et, ours = both("cnn_xnnpack")
+    assert_same_rows(et.calculate_numeric_gap("SNR"), ours.calculate_numeric_gap(ETSNR()))

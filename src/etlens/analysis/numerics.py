@@ -13,7 +13,8 @@ Usage (``etlens.Inspector`` delegates to these functions)::
     insp = Inspector(etdump_path="run.etdp", etrecord="model.etrecord", debug_buffer_path="run.bin")
     df = insp.calculate_numeric_gap("SNR")        # one row per compared op group
     insp.explain_unpaired()                        # every op / event without a row, and why
-    insp.first_divergence(threshold=1e-4, metric="MSE")   # earliest op over the threshold
+    from etlens.analysis.numerics import first_divergence
+    first_divergence(insp, threshold=1e-4, metric="MSE")  # earliest op (graph order) over the threshold
 
 Or on the module level: ``calculate_numeric_gap(insp, "MSE")``. The heavy part (running the
 reference) is done once per (reference graph, validation, memory) choice and cached on the
@@ -236,7 +237,7 @@ class NumericalAnalysis:
         """
         comparator = get_comparator(metric, self.inspector)
         rows, infos, _ = self._rows(comparator, multi_output)
-        crosses = getattr(comparator, "crosses", None) or NumericalComparatorBase.crosses.__get__(comparator)
+        crosses = getattr(comparator, "crosses", None) or (lambda g, t: _crosses(comparator, g, t))
         best: tuple | None = None
         for i, (row, info) in enumerate(zip(rows, infos)):
             if not any(crosses(float(g), threshold) for g in row["gap"]):
@@ -270,6 +271,13 @@ class NumericalAnalysis:
         from ._numerics_explain import explain
 
         return explain(self, include_framework_events=include_framework_events, multi_output=multi_output)
+
+
+def _crosses(comparator: Any, gap: float, threshold: float) -> bool:
+    """Threshold test for comparators without ``crosses`` (e.g. written against ExecuTorch's base)."""
+    if gap != gap:
+        return True
+    return gap < threshold if getattr(comparator, "higher_is_better", False) else gap > threshold
 
 
 def _overrides_compare(comparator: Any) -> bool:
