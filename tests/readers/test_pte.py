@@ -282,3 +282,23 @@ def test_read_pte_bytes_and_summary(committed):
     json.dumps(s)  # JSON-ready
     # graphs are cached and returned as fresh dicts
     assert art.graphs()["forward"] is art.graphs()["forward"]
+
+
+@pytest.mark.parametrize("case", ["mlp_portable", "transformer_portable", "mixed_xnnpack"])
+def test_instruction_ids_match_etdump(parsed, artifacts, case):
+    """``attrs['chain']``/``attrs['instruction']`` are the ids ETDump's operator events carry."""
+    from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
+
+    g = parsed[case][0].graphs()["forward"]
+    by_id = {(n.attrs["chain"], n.attrs["instruction"]): n for n in g.ops()}
+    dump = deserialize_from_etdump_flatcc(open(artifacts[case].etdump, "rb").read())
+    seen = set()
+    for run in dump.run_data:
+        for event in run.events:
+            pe = event.profile_event
+            if pe is None or not (pe.name or "").startswith("native_call_"):
+                continue
+            node = by_id[(pe.chain_index, pe.instruction_id)]
+            assert node.attrs["operator"].split("::")[-1] == pe.name[len("native_call_"):]
+            seen.add(node.name)
+    assert seen == {n.name for n in g.ops() if n.kind == "op"}

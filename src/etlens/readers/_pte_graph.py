@@ -188,10 +188,9 @@ def plan_graph(program: "Program", plan: "ExecutionPlan") -> Graph:
     counts: Counter = Counter()
     # operator index -> (qualified, target, name base, category), computed once per operator
     op_names: dict[int | None, tuple[str, str, str, str]] = {}
-    index = -1
     for ci, chain in enumerate(plan.chains):
-        for ins_ in chain.instructions:
-            index += 1
+        # ``instruction`` is the index within its chain, as ETDump's ``instruction_id`` counts.
+        for index, ins_ in enumerate(chain.instructions):
             counts[ins_.kind] += 1
             if ins_.kind == "KernelCall" or ins_.kind == "DelegateCall":
                 if ins_.kind == "KernelCall":
