@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,25 +20,74 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def lowered_record(tmp_path_factory):
-    """The partially delegated demo with its lowered edge program recorded as graph map ``lowered``."""
+def lowered(tmp_path_factory):
+    """One lowering of the partially delegated demo, shared by every test here.
+
+    Returns the in-memory views taken before ``to_executorch`` (which rewrites the edge program in
+    place), the ExecuTorch manager, and an ETRecord whose graph map ``lowered/forward`` holds the
+    program with its delegate calls.
+    """
     import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
 
     from etlens.demos import get_demo
+    from etlens.readers import read_object
 
     model, inputs = get_demo("mixed")
     ep = torch.export.export(model, inputs)
     edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()], generate_etrecord=True)
     lowered_edge = edge.exported_program()
+    gm = lowered_edge.graph_module
+    modules = {name: (mod.backend_id, len(mod.processed_bytes),
+                      {target_name(n.target) for n in mod.original_module.graph.nodes if n.op == "call_function"})
+               for name, mod in gm.named_children() if isinstance(mod, LoweredBackendModule)}
+    edge_art = read_object(edge)
+    gm_art = read_object(gm, name="forward")
     et = edge.to_executorch()
+    et_art = read_object(et)
     record = et.get_etrecord()
     record.graph_map = {"lowered/forward": lowered_edge}
     record.update_representative_inputs([inputs])
     path = tmp_path_factory.mktemp("etrecord") / "mixed_lowered.etrecord"
     record.save(str(path))
-    return str(path), inputs
+    return SimpleNamespace(path=str(path), inputs=inputs, modules=modules, edge_art=edge_art, gm_art=gm_art,
+                           et_art=et_art)
+
+
+@pytest.fixture()
+def lowered_record(lowered):
+    return lowered.path, lowered.inputs
+
+
+def test_edge_manager_delegates(lowered):
+    """In-memory EdgeProgramManager / GraphModule / ExecutorchProgramManager: delegates folded."""
+    art = lowered.edge_art
+    assert art.format == "edge_program_manager" and list(art.graphs()) == ["forward"]
+    g = art.graphs()["forward"].lint()
+    delegates = g.delegates()
+    assert len(delegates) == len(lowered.modules) == 2
+    for i, node in enumerate(delegates):
+        backend, size, ops = lowered.modules[node.attrs["lowered_module"]]
+        assert node.kind == "delegate" and node.category == "delegate"
+        assert node.target == "executorch_call_delegate"
+        assert node.delegate.backend_id == backend == "XnnpackBackend"
+        assert node.delegate.payload_size == size
+        assert node.delegate.index == i
+        assert {n.target for n in node.delegate.inner.ops()} == ops
+        assert node.attrs["lowered_module"] not in g  # folded, not a node of its own
+        assert all(src in g for src in node.inputs)
+    assert "aten.cumsum.default" in g.counts_by_target()  # the op XNNPACK does not take
+    g2 = lowered.gm_art.graphs()["forward"].lint()
+    assert lowered.gm_art.format == "graph_module"
+    assert [n.name for n in g2.delegates()] == [n.name for n in delegates]
+    s = art.summary()
+    assert [d["backend_id"] for d in s["delegates"]["forward"]] == ["XnnpackBackend", "XnnpackBackend"]
+    et = lowered.et_art
+    assert et.format == "executorch_program_manager"
+    g3 = et.graphs()["forward"].lint()
+    assert [n.delegate.backend_id for n in g3.delegates()] == ["XnnpackBackend", "XnnpackBackend"]
 
 
 def test_delegates_in_graph_map_match_executorch(lowered_record):

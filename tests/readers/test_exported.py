@@ -160,69 +160,8 @@ def test_committed_pt2(committed):
         assert g.ops() and all(n.target.startswith("aten.") for n in g.ops())
 
 
-# -- ExecuTorch managers and lowered modules ----------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def lowered_mixed():
-    """The partially delegated demo, lowered to XNNPACK once for this module."""
-    pytest.importorskip("executorch.exir")
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-    from generate import lower
-
-    from etlens.demos import get_demo
-
-    model, inputs = get_demo("mixed")
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    import torch
-
-    ep = torch.export.export(model, inputs)
-    edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
-    assert lower  # the generator's lowering is the same recipe
-    return edge
-
-
-@requires_executorch
-def test_edge_manager_delegates(lowered_mixed):
-    from executorch.exir.lowered_backend_module import LoweredBackendModule
-
-    edge = lowered_mixed
-    art = read_object(edge)
-    assert art.format == "edge_program_manager" and list(art.graphs()) == ["forward"]
-    g = art.graphs()["forward"].lint()
-    gm = edge.exported_program().graph_module
-    lowered = {name: mod for name, mod in gm.named_children() if isinstance(mod, LoweredBackendModule)}
-    delegates = g.delegates()
-    assert len(delegates) == len(lowered) == 2
-    for i, node in enumerate(delegates):
-        mod = lowered[node.attrs["lowered_module"]]
-        assert node.kind == "delegate" and node.category == "delegate"
-        assert node.target == "executorch_call_delegate"
-        assert node.delegate.backend_id == mod.backend_id == "XnnpackBackend"
-        assert node.delegate.payload_size == len(mod.processed_bytes)
-        assert node.delegate.index == i
-        inner = node.delegate.inner
-        assert inner is not None
-        inner_ops = {n.target for n in inner.ops()}
-        want = {target_name(n.target) for n in mod.original_module.graph.nodes if n.op == "call_function"}
-        assert inner_ops == want
-        assert node.attrs["lowered_module"] not in g  # folded, not a node of its own
-        assert all(src in g for src in node.inputs)
-    assert "aten.cumsum.default" in g.counts_by_target()  # the op XNNPACK does not take
-    # the same program as a bare GraphModule gives the same delegates
-    g2 = read_object(gm, name="forward").graphs()["forward"].lint()
-    assert [n.name for n in g2.delegates()] == [n.name for n in delegates]
-    s = art.summary()
-    assert [d["backend_id"] for d in s["delegates"]["forward"]] == ["XnnpackBackend", "XnnpackBackend"]
-    # the ExecuTorch manager (after to_executorch) lists its methods, delegates still folded
-    et = read_object(edge.to_executorch())
-    assert et.format == "executorch_program_manager"
-    g3 = et.graphs()["forward"].lint()
-    assert [n.delegate.backend_id for n in g3.delegates()] == ["XnnpackBackend", "XnnpackBackend"]
+# In-memory EdgeProgramManager / ExecutorchProgramManager / lowered GraphModule: see
+# test_etrecord_delegates.py (it shares one lowering of the demo with the ETRecord delegate tests).
 
 
 @requires_executorch
