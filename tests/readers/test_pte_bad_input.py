@@ -172,3 +172,17 @@ def test_reader_never_hangs_on_garbage():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "ok"
+
+
+def test_tensor_lists_containing_each_other_do_not_recurse(portable):
+    from etlens.readers._pte_graph import plan_graph
+    from etlens.readers._pte_model import Value
+
+    art = read_pte_bytes(portable, name="x.pte")
+    plan = art.program.execution_plan[0]
+    n = len(plan.values)
+    plan.values += [Value("tensor_list", (n + 1,)), Value("tensor_list", (n,))]
+    plan.outputs = plan.outputs + (n,)
+    plan.chains[0].instructions[0].args = plan.chains[0].instructions[0].args + (n + 1,)
+    g = plan_graph(art.program, plan).lint()
+    assert g.nodes[-1].kind == "output"

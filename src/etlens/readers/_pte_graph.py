@@ -132,7 +132,8 @@ def plan_graph(program: "Program", plan: "ExecutionPlan") -> Graph:
         if v.kind in ("tensor_list", "optional_tensor_list"):
             out: list[str] = []
             for item in v.val or ():
-                if item != vid and item >= 0:
+                # only tensor items: a damaged file could make two lists contain each other
+                if 0 <= item < nvalues and values[item].kind == "tensor":
                     out.extend(n for n in source(item) if n not in out)
             return out
         return []
@@ -182,7 +183,7 @@ def plan_graph(program: "Program", plan: "ExecutionPlan") -> Graph:
                 memory[(v.val.allocation.memory_id, v.val.allocation.memory_offset)] = node_name
             elif v.kind in ("tensor_list", "optional_tensor_list"):
                 for item in v.val or ():
-                    if 0 <= item < nvalues and item != vid:
+                    if 0 <= item < nvalues and values[item].kind == "tensor":
                         mark_written(node_name, [item])
 
     counts: Counter = Counter()
