@@ -53,11 +53,34 @@ def _rebuild_parameter(data, requires_grad, backward_hooks=None, *rest):
 
 
 class _TensorUnpickler(pickle.Unpickler):
-    def __init__(self, file, archive: zipfile.ZipFile, prefix: str) -> None:
+    def __init__(self, file, archive: zipfile.ZipFile, prefix: str, data: bytes) -> None:
         super().__init__(file)
         self._archive = archive
         self._prefix = prefix
         self._storages: dict[str, Any] = {}
+        self._data = memoryview(data)
+        # torch writes storages uncompressed: slice them straight out of the archive bytes
+        # (one ZipExtFile per storage costs more than the rest of the load)
+        self._spans: dict[str, tuple[int, int]] = {}
+        for info in archive.infolist():
+            if info.compress_type != zipfile.ZIP_STORED:
+                continue
+            h = info.header_offset
+            head = data[h:h + 30]
+            if len(head) < 30 or head[:4] != b"PK\x03\x04":
+                continue
+            name_len = int.from_bytes(head[26:28], "little")
+            extra_len = int.from_bytes(head[28:30], "little")
+            start = h + 30 + name_len + extra_len
+            if start + info.file_size <= len(data):
+                self._spans[info.filename] = (start, info.file_size)
+
+    def _read(self, name: str) -> bytes:
+        span = self._spans.get(name)
+        if span is None:
+            return self._archive.read(name)
+        start, size = span
+        return self._data[start:start + size]
 
     def find_class(self, module: str, name: str) -> Any:
         import torch
@@ -79,7 +102,7 @@ class _TensorUnpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(f"unexpected persistent id {pid!r:.80}")
         key = str(pid[2])
         if key not in self._storages:
-            raw = self._archive.read(f"{self._prefix}data/{key}")
+            raw = self._read(f"{self._prefix}data/{key}")
             dtype = pid[1].dtype
             self._storages[key] = (torch.frombuffer(bytearray(raw), dtype=dtype) if raw
                                    else torch.empty(0, dtype=dtype))
@@ -96,4 +119,4 @@ def load_tensors_fast(data: bytes) -> Any:
     order = f"{prefix}byteorder"
     if order in archive.namelist() and archive.read(order).strip() not in (b"little", b""):
         raise pickle.UnpicklingError("big-endian checkpoint")
-    return _TensorUnpickler(io.BytesIO(archive.read(pkl)), archive, prefix).load()
+    return _TensorUnpickler(io.BytesIO(archive.read(pkl)), archive, prefix, data).load()
