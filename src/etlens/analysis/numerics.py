@@ -39,8 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import EtlensError, MissingDataError
-from ._numerics_capture import (EXPORTED_PROGRAM, UNSET_DEBUG_HANDLE, Capture, capture_reference,
-                                resolve_reference)
+from ._numerics_capture import Capture, capture_reference, resolve_reference
 from ._numerics_match import HandleNameIndex, PairInfo, PairResult, pair_outputs
 from ._numerics_runtime import RuntimeOutputs, collect_runtime_outputs, runtime_blocks
 from .comparators import METRIC_NAMES, NumericalComparatorBase, get_comparator
@@ -417,6 +416,3 @@ def first_divergence(inspector: Any, threshold: float, metric: Any = "MSE", refe
     analysis = analyze(inspector, reference_graph, disable_debug_handle_validation)
     return analysis.first_divergence(threshold, metric, multi_output=multi_output)
 
-
-# silence "imported but unused" for names re-exported for type checkers
-_ = (EXPORTED_PROGRAM, UNSET_DEBUG_HANDLE)
