@@ -17,7 +17,10 @@ fi
 stamp=.venv/.etlens-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   echo "== installing torch==2.13.0 and etlens[executorch,dev]"
-  .venv/bin/pip install -q -c constraints.txt torch==2.13.0
-  .venv/bin/pip install -q -c constraints.txt -e ".[executorch,dev]"
+  log=.venv/pip-install.log
+  if ! { .venv/bin/pip install -q -c constraints.txt torch==2.13.0 &&
+         .venv/bin/pip install -q -c constraints.txt -e ".[executorch,dev]"; } >"$log" 2>&1; then
+    tail -n 60 "$log"; echo "setup: pip install failed (full log: $log)" >&2; exit 1
+  fi
   touch "$stamp"
 fi
