@@ -44,32 +44,15 @@ def _op_name_from_target(target: str) -> str:
     return target.rsplit(".", 1)[-1]
 
 
-def _split_meta(item: str) -> list[str]:
-    # torch.export writes "key,path,type"; commas inside brackets belong to the value
-    out, start, depth = [], 0, 0
-    for i, c in enumerate(item):
-        if c in "[(":
-            depth += 1
-        elif c in ")]":
-            depth -= 1
-        elif c == "," and depth == 0:
-            out.append(item[start:i])
-            start = i + 1
-    out.append(item[start:])
-    return out
-
-
 def _parse_module_stack(s: str | None, _cache: dict = {}) -> dict:  # noqa: B006 - deliberate memo
     if not s:
         return {}
     hit = _cache.get(s)
     if hit is not None:
         return dict(hit)
-    stack = {}
-    for item in s.split(";"):
-        parts = item.split(",") if not any(c in item for c in "[]()") else _split_meta(item)
-        if len(parts) == 3:
-            stack[parts[0]] = (parts[1], parts[2])
+    from ..readers._export_json import parse_nn_module_stack
+
+    stack = {key: tuple(value) for key, value in parse_nn_module_stack(s).items()}
     if len(_cache) < 100_000:
         _cache[s] = stack
     return dict(stack)

@@ -12,6 +12,7 @@ import os
 import zipfile
 
 from ..errors import FormatError, MissingDataError, TruncatedFileError
+from .base import file_errors
 
 __all__ = ["SafeZip"]
 
@@ -34,14 +35,9 @@ class SafeZip:
         self.what = what
         self.hint = hint
         try:
-            self.size = os.path.getsize(self.path)
-            self._zip = zipfile.ZipFile(self.path, "r")
-        except FileNotFoundError as exc:
-            raise MissingDataError(f"{self.path}: no such file") from exc
-        except IsADirectoryError as exc:
-            raise MissingDataError(f"{self.path}: is a directory, expected a {what} file") from exc
-        except PermissionError as exc:
-            raise MissingDataError(f"{self.path}: permission denied") from exc
+            with file_errors(self.path, f"a {what} file"):
+                self.size = os.path.getsize(self.path)
+                self._zip = zipfile.ZipFile(self.path, "r")
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
             raise FormatError(f"{self.path}: not a {what} (not a readable zip archive: {exc}){self._hint()}") from exc
         try:

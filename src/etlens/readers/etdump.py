@@ -36,6 +36,7 @@ import numpy as np
 
 from ..errors import FormatError, MissingDataError, TruncatedFileError
 from ._etdump_fb import FB
+from .base import file_errors
 from .base import Artifact
 
 __all__ = [
@@ -345,18 +346,12 @@ def _vec_span(fb: FB, vec_pos: int, elem: int, what: str) -> tuple[int, int]:
 
 
 def _open_bytes(path: str):
-    try:
+    with file_errors(path, "an .etdp file"):
         size = os.path.getsize(path)
         with open(path, "rb") as f:
             if size == 0:
                 return b""
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError as exc:
-        raise MissingDataError(f"{path}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise MissingDataError(f"{path}: is a directory, expected an .etdp file") from exc
-    except PermissionError as exc:
-        raise MissingDataError(f"{path}: permission denied") from exc
 
 
 def read_etdump(source: str | os.PathLike | bytes | bytearray | memoryview, *, path: str | None = None) -> ETDump:

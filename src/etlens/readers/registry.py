@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import MissingDataError, UnsupportedFormatError
-from .base import Artifact
+from .base import Artifact, file_errors
 
 __all__ = ["ReaderSpec", "READERS", "sniff", "read", "read_object"]
 
@@ -94,15 +94,14 @@ READERS: list[ReaderSpec] = [
 
 
 def _head(path: str, n: int = 4096) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read(n)
-    except FileNotFoundError as exc:
-        raise MissingDataError(f"{path}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise MissingDataError(f"{path}: is a directory, expected a file") from exc
-    except OSError as exc:
-        raise MissingDataError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    with file_errors(path, "a file"):
+        try:
+            with open(path, "rb") as f:
+                return f.read(n)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            raise
+        except OSError as exc:
+            raise MissingDataError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
 
 
 def sniff(path: str | os.PathLike) -> ReaderSpec:
