@@ -276,7 +276,7 @@ class Trace:
     def loads(cls, text: str | bytes, where: str = "trace") -> "Trace":
         try:
             data = json.loads(text)
-        except (UnicodeDecodeError, ValueError) as exc:
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: absurd nesting
             raise FormatError(f"{where}: not valid JSON ({exc}); the file may be truncated") from exc
         return cls.from_json(data, where)
 

@@ -81,7 +81,7 @@ def read_graph_json(path: str | os.PathLike) -> Artifact:
     path = os.fspath(path)
     try:
         data = json.loads(read_limited(path))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: absurd nesting
         raise FormatError(f"{path}: not valid JSON ({exc}); the file may be truncated") from exc
     try:
         graph = Graph.from_json(data)
