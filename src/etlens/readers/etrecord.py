@@ -194,6 +194,9 @@ class ETRecord(Artifact):
             raise FormatError(f"{self.path}: entry {entry!r} is not a serialized ExportedProgram "
                               f"(no 'graph_module'); {_HINT}")
         v = doc.get("schema_version") or {}
+        if not isinstance(v, dict):
+            raise FormatError(f"{self.path}: entry {entry!r} has a malformed 'schema_version' ({str(v)[:80]!r}); "
+                              f"{_HINT}")
         self._schema_versions[stage] = f"{v.get('major')}.{v.get('minor')}"
         return doc
 
