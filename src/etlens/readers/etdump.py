@@ -189,8 +189,8 @@ class DebugBuffer:
         spec = SCALAR_TYPES.get(ref.scalar_type)
         if spec is None:
             raise FormatError(f"{self.path}: unknown scalar type {ref.scalar_type} in a debug event tensor")
-        if any(d < 0 for d in ref.sizes):
-            raise FormatError(f"{self.path}: debug event tensor has negative sizes {ref.sizes} (corrupt ETDump)")
+        if _implausible(ref.sizes):
+            raise FormatError(f"{self.path}: debug event tensor has negative or absurd sizes {ref.sizes} (corrupt ETDump)")
         count = math.prod(ref.sizes)  # Python ints: a corrupt shape must not wrap around int64
         dt = np.dtype(spec[1])
         if count == 0:
@@ -325,7 +325,7 @@ def _inflate_tensor(ref: TensorRef, buffer: DebugBuffer | None):
         raise FormatError(f"unknown scalar type {ref.scalar_type} in a debug event tensor")
     if buffer is None:
         nbytes = math.prod(ref.sizes) * np.dtype(spec[1]).itemsize
-        if any(d < 0 for d in ref.sizes) or nbytes > _MAX_ZEROS_BYTES:
+        if _implausible(ref.sizes) or nbytes > _MAX_ZEROS_BYTES:
             raise FormatError(f"debug event tensor of shape {ref.sizes} ({nbytes} bytes) is not plausible "
                               "(corrupt ETDump); pass the debug buffer or a dump from the same run")
         return torch.zeros(ref.sizes, dtype=_torch_dtype(spec))
@@ -335,6 +335,12 @@ def _inflate_tensor(ref: TensorRef, buffer: DebugBuffer | None):
 #: Largest all-zeros placeholder built for a debug tensor when no debug buffer is given; a corrupt
 #: shape must not make us allocate tens of GB.
 _MAX_ZEROS_BYTES = 1 << 30
+
+
+def _implausible(sizes: tuple) -> bool:
+    """Negative dims, or more than 2^40 elements even ignoring zero dims (no real tensor has that;
+    numpy/torch overflow computing the storage of e.g. ``[2**62, 0]``)."""
+    return any(d < 0 for d in sizes) or math.prod(d for d in sizes if d) > (1 << 40)
 
 
 def _vec_span(fb: FB, vec_pos: int, elem: int, what: str) -> tuple[int, int]:
