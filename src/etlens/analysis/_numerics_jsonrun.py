@@ -60,6 +60,9 @@ def parse_module_stack(raw: str | None) -> tuple[str | None, str | None]:
     if not raw:
         return None, None
     last = raw.split(";")[-1]
+    if not any(c in last for c in "[()]"):
+        parts = last.split(",")  # nothing nested (the usual case): no need to walk the characters
+        return (parts[1], parts[2]) if len(parts) == 3 else (None, None)
     parts, start, depth = [], 0, 0
     for i, c in enumerate(last):
         if c in "[(":

@@ -34,7 +34,9 @@ Deliberate differences from ExecuTorch (each has a test):
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,6 +165,8 @@ class NumericalAnalysis:
         rows: list[dict] = []
         infos: list[PairInfo | None] = []
         errors: list[dict] = []
+        # first the pairs to compare (in order), so the comparator can compute them as one batch
+        todo: list[tuple] = []
         for key, (rt_handle, rt_out) in processed.items():
             aot_handle, aot_out = key
             info = infos_by_key.get(key)
@@ -184,8 +188,16 @@ class NumericalAnalysis:
                                              f"{len(rt_out) if isinstance(rt_out, Sequence) else 1}; no "
                                              f"positional match"})
                     continue
+            todo.append((aot_handle, aot_out, rt_handle, rt_out, info, a, b))
+        batch = getattr(comparator, "compare_batch", None)
+        single = [(a, b) if not isinstance(a, Sequence) and not isinstance(b, Sequence) else (None, None)
+                  for *_, a, b in todo]
+        batched = batch(single) if compare is not None and callable(batch) else {}
+        for i, (aot_handle, aot_out, rt_handle, rt_out, info, a, b) in enumerate(todo):
             try:
-                gap = compare(a, b) if compare is not None else [comparator.element_compare(a, b)]
+                gap = batched.get(i)
+                if gap is None:
+                    gap = compare(a, b) if compare is not None else [comparator.element_compare(a, b)]
             except (ValueError, RuntimeError, TypeError) as exc:
                 errors.append({"debug_handle": aot_handle, "runtime_debug_handle": rt_handle,
                                "reason": "shape_mismatch" if _shapes_differ(a, b) else "not_comparable",
@@ -317,6 +329,25 @@ def _align_multi(aot_out: Sequence, rt_out: Any) -> tuple[Any, Any]:
 
 
 # -- entry points -------------------------------------------------------------------------------------
+@contextmanager
+def _gc_paused():
+    """Pause Python's cyclic garbage collector for one analysis.
+
+    The first call parses the ETRecord's program JSON (millions of small, long-lived dicts and
+    strings) and then allocates thousands of tensors and rows; every few hundred allocations the
+    collector would walk all of those objects again, which cost more than half of the first call on
+    a 1000-layer model. Nothing made here is a cycle that needs collecting mid-way; the collector
+    runs normally again afterwards (reference counting frees everything as usual meanwhile).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _resolve_validation(disable_debug_handle_valdiation: bool, disable_debug_handle_validation: bool | None) -> bool:
     return bool(disable_debug_handle_valdiation or disable_debug_handle_validation)
 
@@ -341,6 +372,21 @@ def analyze(inspector: Any, reference_graph: str | None = None, disable_debug_ha
     if cache is not None and cache_key in cache:
         return cache[cache_key]
 
+    with _gc_paused():
+        analysis = _analyze(inspector, reference_graph, disable_debug_handle_validation, keep_outputs)
+    if cache is None:
+        try:
+            cache = {}
+            setattr(inspector, "_etlens_numerics_cache", cache)
+        except AttributeError:
+            cache = None
+    if cache is not None:
+        cache[cache_key] = analysis
+    return analysis
+
+
+def _analyze(inspector: Any, reference_graph: str | None, disable_debug_handle_validation: bool,
+             keep_outputs: str) -> NumericalAnalysis:
     record = _record_of(inspector)
     inputs = _representative_inputs(record)
     runtime = collect_runtime_outputs(runtime_blocks(inspector))
@@ -358,16 +404,7 @@ def analyze(inspector: Any, reference_graph: str | None = None, disable_debug_ha
         raise MissingDataError(f"the reference program {ref.name!r} has no nodes with debug handles; "
                                f"regenerate the ETRecord with generate_etrecord=True")
     paired = pair_outputs(capture.outputs, runtime.outputs)
-    analysis = NumericalAnalysis(capture, runtime, paired, inspector)
-    if cache is None:
-        try:
-            cache = {}
-            setattr(inspector, "_etlens_numerics_cache", cache)
-        except AttributeError:
-            cache = None
-    if cache is not None:
-        cache[cache_key] = analysis
-    return analysis
+    return NumericalAnalysis(capture, runtime, paired, inspector)
 
 
 def calculate_numeric_gap(inspector: Any, distance: Any = "MSE", disable_debug_handle_valdiation: bool = False,
@@ -392,7 +429,8 @@ def calculate_numeric_gap(inspector: Any, distance: Any = "MSE", disable_debug_h
     analysis = analyze(inspector, reference_graph,
                        _resolve_validation(disable_debug_handle_valdiation, disable_debug_handle_validation),
                        keep_outputs)
-    return analysis.gap_table(distance, multi_output=multi_output)
+    with _gc_paused():
+        return analysis.gap_table(distance, multi_output=multi_output)
 
 
 def explain_unpaired(inspector: Any, reference_graph: str | None = None,

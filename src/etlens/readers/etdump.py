@@ -186,41 +186,56 @@ class DebugBuffer:
 
     def array(self, ref: TensorRef) -> np.ndarray:
         """The tensor's bytes as a numpy array (storage dtype), bounds-checked, zero-copy."""
-        spec = SCALAR_TYPES.get(ref.scalar_type)
-        if spec is None:
-            raise FormatError(f"{self.path}: unknown scalar type {ref.scalar_type} in a debug event tensor")
-        if _implausible(ref.sizes):
-            raise FormatError(f"{self.path}: debug event tensor has negative or absurd sizes {ref.sizes} (corrupt ETDump)")
-        count = math.prod(ref.sizes)  # Python ints: a corrupt shape must not wrap around int64
+        spec, count, _ = self._locate(ref.scalar_type, ref.sizes, ref.offset)
         dt = np.dtype(spec[1])
         if count == 0:
             return np.zeros(0, dtype=dt).reshape(ref.sizes)
-        end = ref.offset + count * dt.itemsize
-        if ref.offset < 0 or end > self.size:
-            raise FormatError(
-                f"{self.path}: tensor of {count} x {spec[0]} at offset {ref.offset} ends at byte {end}, "
-                f"past the {self.size}-byte debug buffer (wrong or truncated debug buffer)")
         return np.frombuffer(self._data, dtype=dt, count=count, offset=ref.offset).reshape(ref.sizes)
 
     def tensor(self, ref: TensorRef):
         """A ``torch.Tensor`` (read-only view of the mapped file; bf16/float8 reinterpreted)."""
+        return self.tensor_at(ref.scalar_type, ref.sizes, ref.offset)
+
+    def _locate(self, scalar_type: int, sizes: tuple, offset: int) -> tuple[tuple, int, int]:
+        """``(scalar type spec, element count, end byte)`` of a tensor, or :class:`FormatError`."""
+        spec = SCALAR_TYPES.get(scalar_type)
+        if spec is None:
+            raise FormatError(f"{self.path}: unknown scalar type {scalar_type} in a debug event tensor")
+        if _implausible(sizes):
+            raise FormatError(f"{self.path}: debug event tensor has negative or absurd sizes {sizes} (corrupt ETDump)")
+        count = math.prod(sizes)  # Python ints: a corrupt shape must not wrap around int64
+        end = offset + count * _ITEMSIZE[scalar_type]
+        if count and (offset < 0 or end > self.size):
+            raise FormatError(
+                f"{self.path}: tensor of {count} x {spec[0]} at offset {offset} ends at byte {end}, "
+                f"past the {self.size}-byte debug buffer (wrong or truncated debug buffer)")
+        return spec, count, end
+
+    def tensor_at(self, scalar_type: int, sizes: tuple, offset: int):
+        """The tensor of ``sizes`` x ``scalar_type`` at byte ``offset``: a zero-copy ``torch.Tensor``
+        whose storage is exactly its own bytes (so pickling or copying one tensor never drags the
+        whole mapped buffer along)."""
         import torch
 
-        arr = self.array(ref)
-        spec = SCALAR_TYPES[ref.scalar_type]
+        spec, count, _ = self._locate(scalar_type, sizes, offset)
+        target = _torch_dtype(spec)
+        if count == 0:
+            return torch.zeros(sizes, dtype=target)
+        arr = np.frombuffer(self._data, dtype=spec[1], count=count, offset=offset).reshape(sizes)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # non-writable buffer: we never write through it
-            t = torch.from_numpy(arr) if arr.size else torch.zeros(ref.sizes, dtype=_torch_dtype(spec))
-        target = _torch_dtype(spec)
-        if arr.size and t.dtype != target:
-            t = t.view(target)
-        return t
+            t = torch.from_numpy(arr)
+        return t.view(target) if t.dtype != target else t
 
 
 def _torch_dtype(spec):
     import torch
 
     return getattr(torch, spec[2])
+
+
+#: element size in bytes of each scalar type code (for bounds checks without building dtypes)
+_ITEMSIZE = {code: np.dtype(spec[1]).itemsize for code, spec in SCALAR_TYPES.items()}
 
 
 @dataclass(eq=False)
@@ -307,29 +322,37 @@ class ETDump:
         """Debug event ``i`` of run ``run`` inflated as ExecuTorch does: tensors become
         ``torch.Tensor`` (zeros of the right shape when there is no buffer), lists of tensors a
         list, scalars Python values."""
+        r = self.runs[run]
+        if r.value_type[i] == V_TENSOR and r.tensor_pos[i] and r.value_pos[i]:
+            # the common case, read straight from the columns: no TensorRef, and no strides
+            # (ExecuTorch ignores them too; a logged tensor is contiguous)
+            nd = int(r.ndim[i])
+            sizes = tuple(np.frombuffer(self._fb.data, "<i8", count=nd, offset=int(r.sizes_pos[i])).tolist()) \
+                if nd else ()
+            return _inflate_tensor(int(r.scalar_type[i]), sizes, int(r.tensor_offset[i]), buffer)
         vt, payload = self.debug_entry(run, i)
         if vt == V_TENSOR:
-            return _inflate_tensor(payload, buffer)
+            return _inflate_tensor(payload.scalar_type, payload.sizes, payload.offset, buffer)
         if vt == V_TENSOR_LIST:
-            return [_inflate_tensor(t, buffer) for t in payload]
+            return [_inflate_tensor(t.scalar_type, t.sizes, t.offset, buffer) for t in payload]
         if vt in (V_INT, V_BOOL, V_FLOAT, V_DOUBLE):
             return payload
         return None
 
 
-def _inflate_tensor(ref: TensorRef, buffer: DebugBuffer | None):
+def _inflate_tensor(scalar_type: int, sizes: tuple, offset: int, buffer: DebugBuffer | None):
+    if buffer is not None:
+        return buffer.tensor_at(scalar_type, sizes, offset)
     import torch
 
-    spec = SCALAR_TYPES.get(ref.scalar_type)
+    spec = SCALAR_TYPES.get(scalar_type)
     if spec is None:
-        raise FormatError(f"unknown scalar type {ref.scalar_type} in a debug event tensor")
-    if buffer is None:
-        nbytes = math.prod(ref.sizes) * np.dtype(spec[1]).itemsize
-        if _implausible(ref.sizes) or nbytes > _MAX_ZEROS_BYTES:
-            raise FormatError(f"debug event tensor of shape {ref.sizes} ({nbytes} bytes) is not plausible "
-                              "(corrupt ETDump); pass the debug buffer or a dump from the same run")
-        return torch.zeros(ref.sizes, dtype=_torch_dtype(spec))
-    return buffer.tensor(ref)
+        raise FormatError(f"unknown scalar type {scalar_type} in a debug event tensor")
+    nbytes = math.prod(sizes) * _ITEMSIZE[scalar_type]
+    if _implausible(sizes) or nbytes > _MAX_ZEROS_BYTES:
+        raise FormatError(f"debug event tensor of shape {sizes} ({nbytes} bytes) is not plausible "
+                          "(corrupt ETDump); pass the debug buffer or a dump from the same run")
+    return torch.zeros(sizes, dtype=_torch_dtype(spec))
 
 
 #: Largest all-zeros placeholder built for a debug tensor when no debug buffer is given; a corrupt

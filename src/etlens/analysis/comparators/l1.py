@@ -27,3 +27,6 @@ class L1Comparator(NumericalComparatorBase):
         except ValueError as exc:
             raise ValueError(f"L1: cannot compare shapes {x.shape} and {y.shape}: {exc}") from exc
         return float(np.abs(d).sum())
+
+    def _rowwise(self, np: Any, x: Any, y: Any) -> Any:
+        return np.abs(x - y).sum(axis=1)

@@ -27,3 +27,7 @@ class MSEComparator(NumericalComparatorBase):
         except ValueError as exc:
             raise ValueError(f"MSE: cannot compare shapes {x.shape} and {y.shape}: {exc}") from exc
         return float(np.mean(d * d)) if d.size else float("nan")
+
+    def _rowwise(self, np: Any, x: Any, y: Any) -> Any:
+        d = x - y
+        return np.mean(d * d, axis=1)
