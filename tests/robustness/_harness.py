@@ -351,7 +351,7 @@ def apply_ops(data: bytes, ops: Iterable[tuple]) -> bytes:
             fmt, size = {"u32": ("<I", 4), "u16": ("<H", 2), "i64": ("<q", 8)}[kind]
             p = op[1] % len(b)
             if p + size <= len(b):
-                struct.pack_into(fmt, b, p, op[2] % (1 << 64) if kind != "i64" else op[2])
+                struct.pack_into(fmt, b, p, op[2] & (0xFFFFFFFF if kind == "u32" else 0xFFFF) if kind != "i64" else op[2])
         elif kind == "insert":
             p = op[1] % (len(b) + 1)
             b[p:p] = op[2]

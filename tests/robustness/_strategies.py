@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+import os
 import random
 import tempfile
+import time
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -133,8 +135,13 @@ def seeded_property(kind: str, max_examples: int, *, memory: bool = True, counte
 
     @settings(max_examples=max_examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
               print_blob=True)
+    budget = float(os.environ.get("ETLENS_FUZZ_BUDGET_S", "inf"))
+    t0 = time.monotonic()
+
     @given(st.integers(0, 2 ** 63))
     def prop(seed):
+        if time.monotonic() - t0 > budget:
+            return  # over the wall-clock budget: the remaining examples are no-ops (counted apart)
         label, blob, dbg = seeded_input(kind, seed)
         out = H.check("etdump" if kind == "debug" else kind, blob, _WORK.name, debug=dbg)
         if counter is not None:

@@ -11,7 +11,7 @@ import pytest
 
 import _strategies as S
 
-SAMPLE = {"pte": 60, "etdump": 60, "debug": 40, "etrecord": 25, "pt2": 8, "trace": 40, "graph": 40}
+SAMPLE = {"pte": 40, "etdump": 40, "debug": 25, "etrecord": 20, "pt2": 6, "trace": 25, "graph": 25}
 
 
 @pytest.mark.parametrize("kind", S.KINDS)
