@@ -133,11 +133,11 @@ def seeded_input(kind: str, seed: int) -> tuple[str, bytes, bytes | None]:
 def seeded_property(kind: str, max_examples: int, *, memory: bool = True, counter: list | None = None):
     """Like :func:`reader_property` but hypothesis draws only a seed (fast enough for 10k+ inputs)."""
 
-    @settings(max_examples=max_examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
-              print_blob=True)
     budget = float(os.environ.get("ETLENS_FUZZ_BUDGET_S", "inf"))
     t0 = time.monotonic()
 
+    @settings(max_examples=max_examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+              print_blob=True)
     @given(st.integers(0, 2 ** 63))
     def prop(seed):
         if time.monotonic() - t0 > budget:
