@@ -105,10 +105,11 @@ class JsonNode:
             out: list[str] = []
             if isinstance(raw, str) and "}, {" not in raw and "},{" not in raw and "\\" not in raw:
                 # one source per level (the usual case): the entries appear outermost first, so the
-                # chain is the (name, graph_id) pairs in text order; no need to parse the JSON
+                # chain is the (name, graph_id) pairs in text order; no need to parse the JSON (and
+                # with no backslash in the text, no name has an escape to undo)
                 found = _SOURCE_RE.findall(raw)
                 if found or raw.strip() in ("", "[]", "null"):
-                    self._ancestors = [f"{_unescape(n)}.{g}" for n, g in found]
+                    self._ancestors = [f"{n}.{g}" for n, g in found]
                     return self._ancestors
             if raw:
                 try:
@@ -125,10 +126,6 @@ class JsonNode:
 
 
 _SOURCE_RE = re.compile(r'"name": "([^"\\]*)", "target": "[^"\\]*", "graph_id": (-?\d+)')
-
-
-def _unescape(text: str) -> str:
-    return json.loads(f'"{text}"') if "\\" in text else text
 
 
 _DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16", 7: "float32", 8: "float64",

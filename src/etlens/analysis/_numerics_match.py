@@ -155,6 +155,8 @@ class PairResult:
 
 
 def _is_seq(x: Any) -> bool:
+    if isinstance(x, (list, tuple)):  # the usual answers first: the ABC check costs ~1 µs a call
+        return True
     return isinstance(x, Sequence) and not isinstance(x, (str, bytes))
 
 
