@@ -173,6 +173,11 @@ def test_malicious_pickle_in_etrecord_tensor_entries_never_runs(tmp_path, etreco
         Inspector(etdump_path=str(H.DATA / "mlp_portable.etdp"), etrecord=str(p)).to_dataframe()
     except EtlensError:
         pass
+    try:  # numerics loads state dicts with its own restricted unpickler
+        Inspector(etdump_path=str(H.DATA / "mlp_portable.etdp"), etrecord=str(p),
+                  debug_buffer_path=str(H.DATA / "mlp_portable.debug.bin")).calculate_numeric_gap()
+    except EtlensError:
+        pass
     assert not marker.exists(), "a pickle from the ETRecord was executed"
     with pytest.raises(EtlensError, match="weights_only|plain tensors|never unpickles"):
         rec.representative_inputs  # noqa: B018
