@@ -365,7 +365,8 @@ def _inflate_tensor(scalar_type: int, sizes: tuple, offset: int, buffer: DebugBu
         raise FormatError(f"unknown scalar type {scalar_type} in a debug event tensor")
     nbytes = math.prod(sizes) * _ITEMSIZE[scalar_type]
     if _implausible(sizes) or nbytes > _MAX_ZEROS_BYTES:
-        raise FormatError(f"debug event tensor of shape {sizes} ({nbytes} bytes) is not plausible "
+        # (no byte count in the message: for thousands of huge dims it has more digits than str() allows)
+        raise FormatError(f"debug event tensor of shape {str(sizes)[:200]} is not plausible "
                           "(corrupt ETDump); pass the debug buffer or a dump from the same run")
     return torch.zeros(sizes, dtype=_torch_dtype(spec))
 
