@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 __all__ = ["NumericalComparatorBase", "IntermediateOutputMapping", "DebugHandle", "to_float64", "to_numpy64",
-           "aligned_pair"]
+           "aligned_pair", "ElementwiseMetric"]
 
 DebugHandle = tuple  # tuple[int, ...]
 #: ``{(aot_handle, aot_output): (runtime_handle, runtime_output)}`` (ExecuTorch's mapping form)
@@ -208,7 +208,8 @@ class NumericalComparatorBase(ABC):
         if owner is None:
             return None
         for c in mro[:mro.index(owner)]:
-            if any(name in c.__dict__ for name in ("element_compare", "_compare", "_compare_intermediate_outputs")):
+            if any(name in c.__dict__ for name in ("element_compare", "_compare", "_reduce",
+                                                   "_compare_intermediate_outputs")):
                 return None
         return self._rowwise
 
@@ -271,3 +272,31 @@ def _finder(names: Any) -> Callable[[tuple], list[str]]:
     from .._numerics_match import HandleNameIndex
 
     return HandleNameIndex(names).find
+
+
+class ElementwiseMetric(NumericalComparatorBase):
+    """The shape the built-in metrics share: a float64 difference, then one reduction.
+
+    :meth:`element_compare` silences numpy's floating-point warnings (``inf - inf`` and ``0/0`` give
+    nan / inf, as in torch), aligns the pair (:func:`aligned_pair`) and names the metric when the
+    shapes cannot be compared. Subclasses implement :meth:`_reduce`, and ``_rowwise`` for batching.
+    """
+
+    def element_compare(self, a: Any, b: Any) -> float:
+        import numpy as np
+
+        with np.errstate(all="ignore"):
+            return self._compare(np, a, b)
+
+    def _compare(self, np: Any, a: Any, b: Any) -> float:
+        x, y = aligned_pair(a, b)
+        try:
+            d = x - y
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: cannot compare shapes {x.shape} and {y.shape}: {exc}") from exc
+        return self._reduce(np, x, d)
+
+    def _reduce(self, np: Any, x: Any, d: Any) -> float:
+        """The metric from the reference ``x`` and the difference ``d = x - y`` (float64 arrays)."""
+        raise NotImplementedError
+

@@ -7,22 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import NumericalComparatorBase, aligned_pair
+from .base import ElementwiseMetric, aligned_pair
 
 __all__ = ["CosineComparator"]
 
 
-class CosineComparator(NumericalComparatorBase):
+class CosineComparator(ElementwiseMetric):
     """Cosine similarity between reference and runtime outputs (higher is better)."""
 
     name = "cosine"
     higher_is_better = True
-
-    def element_compare(self, a: Any, b: Any) -> float:
-        import numpy as np
-
-        with np.errstate(all="ignore"):  # inf - inf and 0/0 give nan / inf silently, as in torch
-            return self._compare(np, a, b)
 
     def _compare(self, np: Any, a: Any, b: Any) -> float:
         x, y = aligned_pair(a, b)

@@ -4,28 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import NumericalComparatorBase, aligned_pair
+from .base import ElementwiseMetric
 
 __all__ = ["MSEComparator"]
 
 
-class MSEComparator(NumericalComparatorBase):
+class MSEComparator(ElementwiseMetric):
     """Mean squared error between reference and runtime outputs (lower is better)."""
 
     name = "MSE"
 
-    def element_compare(self, a: Any, b: Any) -> float:
-        import numpy as np
-
-        with np.errstate(all="ignore"):  # inf - inf and 0/0 give nan / inf silently, as in torch
-            return self._compare(np, a, b)
-
-    def _compare(self, np: Any, a: Any, b: Any) -> float:
-        x, y = aligned_pair(a, b)
-        try:
-            d = x - y
-        except ValueError as exc:
-            raise ValueError(f"MSE: cannot compare shapes {x.shape} and {y.shape}: {exc}") from exc
+    def _reduce(self, np: Any, x: Any, d: Any) -> float:
         return float(np.mean(d * d)) if d.size else float("nan")
 
     def _rowwise(self, np: Any, x: Any, y: Any) -> Any:

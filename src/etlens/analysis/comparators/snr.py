@@ -4,29 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import NumericalComparatorBase, aligned_pair
+from .base import ElementwiseMetric
 
 __all__ = ["SNRComparator"]
 
 
-class SNRComparator(NumericalComparatorBase):
+class SNRComparator(ElementwiseMetric):
     """Signal (reference power) over noise (error power), in decibels (higher is better)."""
 
     name = "SNR"
     higher_is_better = True
 
-    def element_compare(self, a: Any, b: Any) -> float:
-        import numpy as np
-
-        with np.errstate(all="ignore"):  # inf - inf and 0/0 give nan / inf silently, as in torch
-            return self._compare(np, a, b)
-
-    def _compare(self, np: Any, a: Any, b: Any) -> float:
-        x, y = aligned_pair(a, b)
-        try:
-            d = x - y
-        except ValueError as exc:
-            raise ValueError(f"SNR: cannot compare shapes {x.shape} and {y.shape}: {exc}") from exc
+    def _reduce(self, np: Any, x: Any, d: Any) -> float:
         # float64 division by zero gives inf (identical) or nan (0/0: both all-zero), like ExecuTorch
         signal = np.float64(np.mean(x * x)) if x.size else np.float64("nan")
         noise = np.float64(np.mean(d * d)) if d.size else np.float64("nan")
