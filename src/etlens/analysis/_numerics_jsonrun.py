@@ -59,23 +59,10 @@ def parse_module_stack(raw: str | None) -> tuple[str | None, str | None]:
     """The innermost ``(module path, module type)`` of a serialized ``nn_module_stack``."""
     if not raw:
         return None, None
-    last = raw.split(";")[-1]
-    if not any(c in last for c in "[()]"):
-        parts = last.split(",")  # nothing nested (the usual case): no need to walk the characters
-        return (parts[1], parts[2]) if len(parts) == 3 else (None, None)
-    parts, start, depth = [], 0, 0
-    for i, c in enumerate(last):
-        if c in "[(":
-            depth += 1
-        elif c in ")]":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(last[start:i])
-            start = i + 1
-    parts.append(last[start:])
-    if len(parts) != 3:
-        return None, None
-    return parts[1], parts[2]
+    from ..readers._export_json import split_module_entry
+
+    parts = split_module_entry(raw.split(";")[-1])
+    return (parts[1], parts[2]) if len(parts) == 3 else (None, None)
 
 
 @dataclass

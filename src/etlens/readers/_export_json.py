@@ -42,23 +42,32 @@ _DELEGATE_TARGET = "torch.ops.higher_order.executorch_call_delegate"
 ST_DELIMITER = ";"
 
 
-def parse_nn_module_stack(text: str) -> dict[str, list[str]]:
-    """``"key,path,type;key,path,type"`` (torch's serialized form) → ``{key: [path, type]}``.
+def split_module_entry(item: str) -> list[str]:
+    """One ``key,path,type`` entry of a serialized ``nn_module_stack`` → its comma-separated parts.
 
-    Commas inside brackets (``Sequential[(0, 1)]``-style names) do not split.
+    Commas inside brackets (``Sequential[(0, 1)]``-style names) do not split; the common entry
+    without brackets takes the fast path.
     """
+    if not any(c in item for c in "[()]"):
+        return item.split(",")
+    parts, start, depth = [], 0, 0
+    for i, c in enumerate(item):
+        if c in "[(":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(item[start:i])
+            start = i + 1
+    parts.append(item[start:])
+    return parts
+
+
+def parse_nn_module_stack(text: str) -> dict[str, list[str]]:
+    """``"key,path,type;key,path,type"`` (torch's serialized form) → ``{key: [path, type]}``."""
     out: dict[str, list[str]] = {}
     for item in text.split(ST_DELIMITER):
-        parts, start, depth = [], 0, 0
-        for i, c in enumerate(item):
-            if c in "[(":
-                depth += 1
-            elif c in ")]":
-                depth -= 1
-            elif c == "," and depth == 0:
-                parts.append(item[start:i])
-                start = i + 1
-        parts.append(item[start:])
+        parts = split_module_entry(item)
         if len(parts) == 3:
             out[parts[0]] = [parts[1], parts[2]]
     return out
