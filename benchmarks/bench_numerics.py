@@ -85,6 +85,12 @@ def main() -> int:
 
     from _artifacts import deep_artifacts
 
+    # Compare like with like: ExecuTorch's wheel was byte-compiled when pip installed it, and a
+    # regular `pip install etlens` byte-compiles etlens too. An editable install run with
+    # PYTHONDONTWRITEBYTECODE=1 would instead recompile every numerics module inside the timed call.
+    import compileall
+
+    compileall.compile_dir(os.path.join(HERE, "..", "src", "etlens"), quiet=1)
     paths = deep_artifacts(args.layers, args.runs)
     ours = theirs = None
     for _ in range(max(1, args.repeat)):  # alternate the sides so both see the same machine load

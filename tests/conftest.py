@@ -80,3 +80,21 @@ def committed() -> dict[str, SimpleNamespace]:
     manifest = json.loads((DATA / "manifest.json").read_text())
     return {name: SimpleNamespace(name=name, **{k: str(DATA / v) for k, v in files.items()})
             for name, files in manifest.items()}
+
+
+#: Debian's chromium, driven by Playwright (never `playwright install`: it downloads a browser)
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per test module (skipped when chromium or playwright is missing)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

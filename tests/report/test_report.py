@@ -8,8 +8,6 @@ import pytest
 
 from etlens.cli.main import main
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
 SECTIONS = ["summary", "graph", "program", "delegation", "latency", "numerics", "files"]
 
 
@@ -25,27 +23,24 @@ def built(artifacts, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(built):
-    sync_api = pytest.importorskip("playwright.sync_api")
+def page(built, browser):
     _, result = built
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors, requests = [], []
-        pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors, requests = [], []
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: errors.append(str(e)))
 
-        def route(r):
-            requests.append(r.request.url)
-            if r.request.url.startswith(("file:", "data:", "about:", "blob:")):
-                return r.continue_()
-            return r.abort()
+    def route(r):
+        requests.append(r.request.url)
+        if r.request.url.startswith(("file:", "data:", "about:", "blob:")):
+            return r.continue_()
+        return r.abort()
 
-        pg.route("**/*", route)
-        pg.goto(f"file://{result.path}")
-        pg.wait_for_timeout(1500)
-        yield pg, errors, requests
-        browser.close()
+    pg.route("**/*", route)
+    pg.goto(f"file://{result.path}")
+    pg.wait_for_timeout(1500)
+    yield pg, errors, requests
+    pg.close()
 
 
 @pytest.mark.browser

@@ -10,7 +10,6 @@ hostile node is clicked.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
@@ -99,22 +98,6 @@ def test_every_page_has_a_content_security_policy(pages, kind):
 
 
 # -- in the browser --------------------------------------------------------------------------------
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("needs Debian's chromium at /usr/bin/chromium")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
 class Opened:
     def __init__(self, browser, path: str) -> None:
         self.dialogs: list[str] = []
