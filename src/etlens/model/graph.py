@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 from ..errors import GraphLintError
 
@@ -363,7 +363,3 @@ class Graph:
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, {len(self)} nodes)"
 
-
-def iter_nodes(graphs: Iterable[Graph]) -> Iterator[Node]:
-    for g in graphs:
-        yield from g
