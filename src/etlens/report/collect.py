@@ -172,18 +172,17 @@ def collect(inputs: ReportInputs) -> ReportData:
     from ..analysis.inspector import Inspector
 
     data = ReportData(inputs=inputs)
-    inspector = Inspector(etdump_path=inputs.etdump, etrecord=inputs.etrecord,
-                          debug_buffer_path=inputs.debug_buffer)
+    record = None
+    if inputs.etrecord:  # parsed once, shared by the Inspector and the numerics
+        from ..readers.etrecord import read as read_etrecord
+
+        record = read_etrecord(inputs.etrecord)
+    inspector = Inspector(etdump_path=inputs.etdump, etrecord=record, debug_buffer_path=inputs.debug_buffer)
     data.inspector = inspector
     df = inspector.to_dataframe()
     _latency(data, df)
 
     handle_to_nodes: dict[int, list[str]] = {}
-    record = None
-    if inputs.etrecord:
-        from ..readers.etrecord import read as read_etrecord
-
-        record = read_etrecord(inputs.etrecord)
     source = inputs.etrecord or inputs.pte
     if source:
         from ..analysis.delegation import get_delegation_info
