@@ -126,7 +126,7 @@ def main(argv=None) -> int:
     if not args.no_verify:
         import pandas as pd
 
-        sys.path.insert(0, os.path.join(HERE, "..", "tests", "inspector"))
+        sys.path.insert(0, os.path.join(HERE, "..", "tests", "analysis", "inspector"))
         from _inspector_compare import frame_diffs
 
         diffs = frame_diffs(pd.read_pickle(theirs_pkl), pd.read_pickle(ours_save))

@@ -50,8 +50,7 @@ def _build_all() -> Path:
     out.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out / ".lock")):
         manifest = out / "manifest.json"
-        sys.path.insert(0, str(GENERATOR.parent))
-        from generate import CASES  # noqa: E402
+        from tests.fixtures.generate import CASES
 
         have = json.loads(manifest.read_text()) if manifest.exists() else {}
         missing = [c for c in CASES if c not in have]

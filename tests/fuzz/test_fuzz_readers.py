@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robustness"))
-
-import _harness as H  # noqa: E402
-import _strategies as S  # noqa: E402
+from tests.robustness import _harness as H
+from tests.robustness import _strategies as S
 
 N = int(os.environ.get("ETLENS_FUZZ_EXAMPLES", "10000"))
 ORDER = tuple(os.environ.get("ETLENS_FUZZ_READERS", "pt2,debug,etrecord,etdump,pte,trace,graph").split(","))  # longest first for -n 2

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import requires_executorch
+from tests.conftest import requires_executorch
 from etlens.readers import read
 from etlens.readers.etrecord import ETRecord
 

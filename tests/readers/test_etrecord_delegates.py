@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import requires_executorch
+from tests.conftest import requires_executorch
 from etlens.readers._fx import target_name
 from etlens.readers.etrecord import read
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import requires_executorch
+from tests.conftest import requires_executorch
 from etlens.errors import FormatError, MissingDataError, UnsupportedFormatError
 from etlens.readers import read, read_object
 from etlens.readers._fx import target_name

@@ -14,7 +14,7 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import _harness as H
+from tests.robustness import _harness as H
 
 _SEEDS: dict | None = None
 _HOT: dict[str, list[int]] = {}

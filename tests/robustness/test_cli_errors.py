@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-import _harness as H
+from tests.robustness import _harness as H
 from etlens.cli.main import main
 
 D = H.DATA

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-import _strategies as S
+from tests.robustness import _strategies as S
 
 SAMPLE = {"pte": 40, "etdump": 40, "debug": 25, "etrecord": 20, "pt2": 6, "trace": 25, "graph": 25}
 
@@ -24,7 +24,7 @@ def test_fuzz_session_artifacts(artifacts, tmp_path):
     fixture: a few seeded mutations of each one's .pte, .etdp (+ debug buffer) and .etrecord."""
     import random
 
-    import _harness as H
+    from tests.robustness import _harness as H
 
     rng = random.Random(1)
     checked = 0

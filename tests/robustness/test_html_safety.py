@@ -18,7 +18,7 @@ import pytest
 from etlens.model.graph import DelegateInfo, Graph, Node, TensorMeta
 from etlens.model.trace import Snapshot, Trace
 
-import _harness as H
+from tests.robustness import _harness as H
 
 PWN = "window.__pwned=1"
 HOSTILE = [

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-import _harness as H
+from tests.robustness import _harness as H
 from etlens.errors import EtlensError, FormatError
 
 ROOT = H.ROOT

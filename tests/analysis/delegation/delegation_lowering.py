@@ -8,10 +8,6 @@ builds the fixture ETRecords from, so names and structure agree with those files
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 XNN_CASES = ["mlp_xnnpack", "cnn_xnnpack", "mixed_xnnpack", "cnn_q8_xnnpack"]
 _CACHE: dict[str, object] = {}
 
@@ -22,8 +18,7 @@ def lowered(case: str):
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
         from executorch.exir import to_edge_transform_and_lower
 
-        sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
-        from generate import CASES, quantize
+        from tests.fixtures.generate import CASES, quantize
 
         from etlens.demos import get_demo
 

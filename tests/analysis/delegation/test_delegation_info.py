@@ -6,17 +6,13 @@ from memory (GraphModule, ExportedProgram, EdgeProgramManager), from the ETRecor
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pandas as pd
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-from conftest import requires_executorch  # noqa: E402
-from delegation_lowering import XNN_CASES, lowered  # noqa: E402
+from tests.conftest import requires_executorch
+from tests.analysis.delegation.delegation_lowering import XNN_CASES, lowered
 
-from etlens.analysis.delegation import (  # noqa: E402
+from etlens.analysis.delegation import (
     DelegationInfo,
     format_delegated_graph,
     get_delegation_info,

@@ -11,12 +11,11 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-from conftest import requires_executorch  # noqa: E402
-from delegation_lowering import lowered  # noqa: E402
+from tests.conftest import requires_executorch
+from tests.analysis.delegation.delegation_lowering import lowered
 
-from etlens.errors import BackendUnavailableError, EtlensError, MissingDataError  # noqa: E402
-from etlens.views import model_explorer as mex  # noqa: E402
+from etlens.errors import BackendUnavailableError, EtlensError, MissingDataError
+from etlens.views import model_explorer as mex
 
 try:
     import model_explorer  # noqa: F401

@@ -7,9 +7,9 @@ import warnings
 
 import pytest
 
-from conftest import requires_executorch
+from tests.conftest import requires_executorch
 
-from _inspector_compare import frame_diffs, same
+from tests.analysis.inspector._inspector_compare import frame_diffs, same
 
 pytestmark = requires_executorch
 

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from conftest import requires_executorch
+from tests.conftest import requires_executorch
 
 import etlens
 from etlens.errors import EtlensError, FormatError, MissingDataError, TruncatedFileError

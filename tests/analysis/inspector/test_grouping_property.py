@@ -13,9 +13,9 @@ import warnings
 
 import pytest
 
-from conftest import requires_executorch
+from tests.conftest import requires_executorch
 
-from _inspector_compare import frame_diffs
+from tests.analysis.inspector._inspector_compare import frame_diffs
 
 pytestmark = requires_executorch
 

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from conftest import requires_executorch
+from tests.conftest import requires_executorch
 
 import etlens
 from etlens.cli.main import main

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from _et import both  # noqa: F401
+from tests.analysis.numerics._et import both  # noqa: F401
 from etlens.cli.main import main
 from etlens.errors import MissingDataError
 
@@ -130,10 +130,7 @@ def test_etrecord_without_representative_inputs(artifacts, tmp_path, capsys):
 
 
 def test_dump_without_intermediate_outputs(artifacts, tmp_path):
-    import sys
-
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "fixtures"))
-    import generate
+    from tests.fixtures import generate
 
     from etlens.analysis.inspector import Inspector
     from etlens.demos import get_demo

@@ -9,7 +9,7 @@ from etlens.model import Graph, Node
 from etlens.views.html import generate_compare_html, generate_html, generate_multi_pass_html
 from etlens.views.html.synthetic import synthetic_graph
 
-from _viewer_graphs import HOSTILE, hostile, lowered, tiny
+from tests.views.html._viewer_graphs import HOSTILE, hostile, lowered, tiny
 
 pytestmark = pytest.mark.browser
 

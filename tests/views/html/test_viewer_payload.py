@@ -16,7 +16,7 @@ from etlens.views.html.payload import Strings, graph_payload
 from etlens.views.html.render import embed_json
 from etlens.views.html.synthetic import synthetic_graph
 
-from _viewer_graphs import HOSTILE, hostile, lowered, tiny
+from tests.views.html._viewer_graphs import HOSTILE, hostile, lowered, tiny
 
 
 def _data(html: str) -> dict:
