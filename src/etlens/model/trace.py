@@ -282,7 +282,7 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Trace":
-        from ..readers.base import read_limited
+        from .._files import read_limited
 
         path = os.fspath(path)
         if not os.path.exists(path):

@@ -10,11 +10,10 @@ ETRecord …) and offers the format-free view the rest of etlens uses:
 
 from __future__ import annotations
 
-import os
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
+from .._files import file_errors, read_limited
 from ..model import Graph
 
 __all__ = ["Artifact", "read_limited", "file_errors"]
@@ -48,34 +47,3 @@ class Artifact:
                 for name, g in gs.items()
             },
         }
-
-
-@contextmanager
-def file_errors(path: str | os.PathLike, what: str = "file") -> Iterator[None]:
-    """Turn the OS errors of opening ``path`` into :class:`MissingDataError` naming it.
-
-    ``what`` names the expected kind (``"an .etdp file"``) for the is-a-directory message.
-    """
-    from ..errors import MissingDataError
-
-    try:
-        yield
-    except FileNotFoundError as exc:
-        raise MissingDataError(f"{path}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise MissingDataError(f"{path}: is a directory, expected {what}") from exc
-    except PermissionError as exc:
-        raise MissingDataError(f"{path}: permission denied") from exc
-
-
-def read_limited(path: str | os.PathLike, limit: int | None = None) -> bytes:
-    """Read a whole file, refusing files larger than ``limit`` bytes (default 8 GiB)."""
-    from ..errors import FormatError
-
-    limit = limit if limit is not None else 8 << 30
-    with file_errors(path, "a file"):
-        size = os.path.getsize(path)
-        if size > limit:
-            raise FormatError(f"{path}: {size} bytes is larger than the {limit}-byte limit for this format")
-        with open(path, "rb") as f:
-            return f.read()
