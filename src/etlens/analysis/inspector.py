@@ -251,6 +251,11 @@ class Inspector:
                 "different model or build. Timings, event names and blocks are still right; debug handles, op "
                 "types, stack traces and module hierarchy are unreliable.", stacklevel=4)
 
+    @property
+    def source_time_scale(self) -> TimeScale:
+        """The unit of the runtime's timestamps in the ETDump (as given to the constructor)."""
+        return self._source_time_scale
+
     # -- event blocks ------------------------------------------------------------------------------
     @property
     def event_blocks(self) -> List[EventBlock]:

@@ -23,7 +23,7 @@ COMMANDS = ["report", "info", "view", "inspect", "gap", "trace", "delegation", "
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
+    from .._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="etlens",

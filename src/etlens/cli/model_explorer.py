@@ -47,10 +47,10 @@ def run(args) -> int:
     if args.open:
         import json
 
-        from ..views.model_explorer import _launch
+        from ..views.model_explorer import launch
 
         with open(paths["graph"], encoding="utf-8") as f:
-            _launch(json.load(f), reuse_server=True, no_open_in_browser=False, node_data_values=overlays)
+            launch(json.load(f), reuse_server=True, no_open_in_browser=False, node_data_values=overlays)
     else:
         print("open it: model-explorer, then upload the graph JSON (or pass --open)")
     return 0

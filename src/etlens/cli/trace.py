@@ -36,11 +36,11 @@ def register(sub) -> None:
 
 
 def _list_backends() -> int:
-    from ..passes.backends import _REGISTRY, available_backends
+    from ..passes.backends import available_backends, get_backend
 
     for name, reason in available_backends().items():
         state = "ok" if reason is None else f"unavailable: {reason}"
-        print(f"{name:10} {_REGISTRY[name].description}\n{'':10} [{state}]")
+        print(f"{name:10} {get_backend(name).description}\n{'':10} [{state}]")
     return 0
 
 

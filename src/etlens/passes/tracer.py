@@ -77,7 +77,7 @@ class PipelineTracer:
 
     def __init__(self, backend: BackendConfig, model_name: str, *, record: bool = True,
                  record_times: bool = True, show_progress: bool | None = None) -> None:
-        from .. import __version__
+        from .._version import __version__
 
         self.backend = backend
         self.record = record

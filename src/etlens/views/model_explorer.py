@@ -49,6 +49,7 @@ __all__ = [
     "qdq_clusters",
     "visualize",
     "visualize_with_clusters",
+    "launch",
     "PARTITION_COLORS",
 ]
 
@@ -488,8 +489,10 @@ def _model_explorer():
     return model_explorer
 
 
-def _launch(collection: dict, reuse_server: bool, no_open_in_browser: bool,
-            node_data_values: Mapping[str, Mapping[str, float]] | None, **kwargs: Any) -> Any:
+def launch(collection: dict, reuse_server: bool, no_open_in_browser: bool,
+           node_data_values: Mapping[str, Mapping[str, float]] | None, **kwargs: Any) -> Any:
+    """Start (or reuse) a Model Explorer server showing ``collection`` (the JSON of
+    :func:`to_model_explorer_json`) with ``node_data_values`` as node-data overlays."""
     me = _model_explorer()
     cfg = me.config()
     name = collection.get("label") or "etlens"
@@ -516,7 +519,7 @@ def visualize(visualizable: Any, reuse_server: bool = True, no_open_in_browser: 
     """
     _model_explorer()
     collection = to_model_explorer_json(visualizable, method=method, label="Executorch")
-    return _launch(collection, reuse_server, no_open_in_browser, node_data_values, **kwargs)
+    return launch(collection, reuse_server, no_open_in_browser, node_data_values, **kwargs)
 
 
 def visualize_with_clusters(exported_program: Any, json_file_name: str | None = None, no_open_in_browser: bool = False,
@@ -542,5 +545,5 @@ def visualize_with_clusters(exported_program: Any, json_file_name: str | None = 
         except OSError as exc:
             raise EtlensError(f"{json_file_name}: cannot write ({exc.strerror or exc})") from exc
         return collection
-    return _launch(collection, reuse_server, no_open_in_browser, kwargs.pop("node_data_values", None), **kwargs)
+    return launch(collection, reuse_server, no_open_in_browser, kwargs.pop("node_data_values", None), **kwargs)
 

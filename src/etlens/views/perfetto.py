@@ -41,7 +41,7 @@ def _op_types_by_event(inspector) -> dict[tuple[int, int], tuple[list[str], Any,
 def perfetto_trace(inspector) -> dict:
     """The trace as a dict ``{"traceEvents": [...], "displayTimeUnit": "ns", "metadata": {...}}``."""
     dump = inspector.etdump
-    scale = inspector._source_time_scale.value
+    scale = inspector.source_time_scale.value
     # timestamps in the trace are microseconds; runtime ticks are ns unless told otherwise
     to_us = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "cycles": 1e-3}[scale]
     extra = _op_types_by_event(inspector)
