@@ -49,3 +49,17 @@ def test_help_is_fast_and_light():
             "print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "", f"etlens --help imports heavy modules: {out}"
+
+
+def test_a_subcommand_that_fails_to_import_is_loud(monkeypatch, capsys):
+    """A broken subcommand module is listed as unavailable and fails with exit 1 naming the import error."""
+    from etlens.cli import main as cli_main
+
+    monkeypatch.setattr(cli_main, "COMMANDS", [*COMMANDS, "no_such_command"])
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "no-such-command" in out and "unavailable" in out and "ModuleNotFoundError" in out
+    assert main(["no-such-command", "--help", "x"]) == 1
+    err = capsys.readouterr().err
+    assert "etlens.cli.no_such_command failed to import" in err and "ModuleNotFoundError" in err
+    assert "info" in out  # the others still work

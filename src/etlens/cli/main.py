@@ -38,10 +38,34 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         try:
             mod = importlib.import_module(f"etlens.cli.{name}")
-        except ImportError:  # a subcommand whose module is not there yet
+        except Exception as exc:  # noqa: BLE001 - shown, never dropped: see _broken_command
+            _broken_command(sub, name, exc)
             continue
         mod.register(sub)
     return parser
+
+
+def _broken_command(sub: argparse._SubParsersAction, name: str, exc: Exception) -> None:
+    """Register ``name`` as a visible entry that fails loudly: its module raised ``exc`` on import.
+
+    ``etlens --help`` lists it as unavailable with the reason; running it exits 1 naming the error
+    (``--debug`` re-raises it with the traceback). A subcommand never silently disappears.
+    """
+    reason = f"{type(exc).__name__}: {exc}"
+    # no option prefix: whatever follows the command (even --help) reaches run() and its message
+    p = sub.add_parser(name.replace("_", "-"), add_help=False, prefix_chars="\x00",
+                       help=f"(unavailable: module etlens.cli.{name} failed to import: {reason})")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def run(args: argparse.Namespace) -> int:
+        if args.debug:
+            raise exc
+        print(f"etlens: error: the {name.replace('_', '-')!r} command is broken: module etlens.cli.{name} failed "
+              f"to import ({reason}); this is a bug or a broken install: rerun with --debug for the traceback",
+              file=sys.stderr)
+        return 1
+
+    p.set_defaults(func=run)
 
 
 def main(argv: list[str] | None = None) -> int:
