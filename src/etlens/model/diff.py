@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .graph import Graph, Node
 
@@ -37,7 +38,7 @@ class GraphDiff:
     kept: list[str] = field(default_factory=list)
     origin: dict[str, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"added": self.added, "removed": self.removed, "rewritten": self.rewritten,
                 "replaced": self.replaced}
 
@@ -46,7 +47,7 @@ class GraphDiff:
         return bool(self.added or self.removed or self.rewritten or self.replaced)
 
 
-def _signature(node: Node) -> tuple:
+def _signature(node: Node) -> tuple[Any, ...]:
     return node.kind, node.target, tuple(node.inputs)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Callable, Iterable, cast
 
 import numpy as np
 
@@ -54,14 +54,14 @@ class PerfData:
 
     __slots__ = ("raw", "_stats")
 
-    def __init__(self, raw, _stats: tuple | None = None):
+    def __init__(self, raw: Iterable[float], _stats: tuple[float, ...] | None = None):
         self.raw = list(raw)
         self._stats = _stats
 
-    def _stat(self, i: int, fn):
+    def _stat(self, i: int, fn: Callable[[], Any]) -> float:
         if self._stats is not None:
             return self._stats[i]
-        return fn()
+        return cast(float, fn())  # numpy scalars (np.float64 is a float)
 
     @property
     def p10(self) -> float:
@@ -87,7 +87,7 @@ class PerfData:
     def max(self) -> float:
         return max(self.raw)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, PerfData) and self.raw == other.raw
 
     def __repr__(self) -> str:
@@ -124,8 +124,8 @@ class BlockColumns:
     debug_handles: list[Any] = field(default_factory=list)
     num_outputs: list[int] = field(default_factory=list)
     op_types: list[list[str]] = field(default_factory=list)
-    stack_traces: list[dict] = field(default_factory=list)
-    module_hierarchy: list[dict] = field(default_factory=list)
+    stack_traces: list[dict[str, Any]] = field(default_factory=list)
+    module_hierarchy: list[dict[str, Any]] = field(default_factory=list)
     backend_names: list[str | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -107,11 +107,11 @@ class TensorMeta:
     shape: tuple[int | str, ...] = ()
     dtype: str = ""
 
-    def to_json(self) -> list:
+    def to_json(self) -> list[Any]:
         return [list(self.shape), self.dtype]
 
     @classmethod
-    def from_json(cls, data: list) -> "TensorMeta":
+    def from_json(cls, data: list[Any]) -> "TensorMeta":
         return cls(tuple(data[0]), data[1])
 
     def __str__(self) -> str:
@@ -127,11 +127,11 @@ class LineageStep:
     pass_name: str = ""
     graph_id: int | None = None
 
-    def to_json(self) -> list:
+    def to_json(self) -> list[Any]:
         return [self.name, self.target, self.pass_name, self.graph_id]
 
     @classmethod
-    def from_json(cls, data: list) -> "LineageStep":
+    def from_json(cls, data: list[Any]) -> "LineageStep":
         return cls(*data)
 
 
@@ -151,7 +151,7 @@ class DelegateInfo:
     inner: "Graph | None" = None
     index: int | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend_id": self.backend_id}
         if self.payload_size is not None:
             out["payload_size"] = self.payload_size
@@ -166,7 +166,7 @@ class DelegateInfo:
         return out
 
     @classmethod
-    def from_json(cls, data: dict) -> "DelegateInfo":
+    def from_json(cls, data: dict[str, Any]) -> "DelegateInfo":
         inner = data.get("inner")
         return cls(
             backend_id=data["backend_id"],
@@ -348,14 +348,14 @@ class Graph:
         return self
 
     # -- JSON -----------------------------------------------------------------------------
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The compact, versioned JSON form (see docs/graph-json.md)."""
         from .graph_json import graph_to_json
 
         return graph_to_json(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> "Graph":
+    def from_json(cls, data: dict[str, Any]) -> "Graph":
         from .graph_json import graph_from_json
 
         return graph_from_json(data)

@@ -41,11 +41,11 @@ class _Strings:
         return i
 
 
-def graph_to_json(graph: Graph) -> dict:
+def graph_to_json(graph: Graph) -> dict[str, Any]:
     sid = _Strings()
-    modules: dict[tuple, int] = {}
+    modules: dict[tuple[Any, ...], int] = {}
     pos = {n.name: i for i, n in enumerate(graph)}
-    cols: dict[str, list] = {k: [] for k in (
+    cols: dict[str, list[Any]] = {k: [] for k in (
         "name", "kind", "target", "category", "inputs", "outputs", "module", "stack", "handles",
         "lineage", "delegate", "attrs")}
     for n in graph:
@@ -82,7 +82,7 @@ def graph_from_json(data: Any) -> Graph:
             f"version {Graph.VERSION}); upgrade etlens or re-create the file")
     try:
         strings: list[str] = data["strings"]
-        cols: dict[str, list] = data["nodes"]
+        cols: dict[str, list[Any]] = data["nodes"]
         _check_types(data, strings, cols)
         modules = [[(strings[p], strings[t]) for p, t in key] for key in data.get("modules", [])]
 
@@ -116,7 +116,7 @@ def graph_from_json(data: Any) -> Graph:
                           f"{str(exc)[:300]}") from exc
 
 
-def _check_types(data: dict, strings: Any, cols: Any) -> None:
+def _check_types(data: dict[str, Any], strings: Any, cols: Any) -> None:
     # JSON from outside may hold any type anywhere; a wrong one must fail here, not later in
     # summary() or the viewer (hashing a list target, sorting str against int handles)
     if not isinstance(strings, list) or not all(isinstance(x, str) for x in strings):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import FormatError, MissingDataError
 from .graph import Graph
@@ -147,7 +147,8 @@ class LineageHop:
         # torch stack traces list user frames outer → inner; the first frame is the model's own line
         for i, ln in enumerate(lines):
             if ln.lstrip().startswith("File "):
-                code = lines[i + 1].strip() if i + 1 < len(lines) and not lines[i + 1].lstrip().startswith("File ") else ""
+                has_code = i + 1 < len(lines) and not lines[i + 1].lstrip().startswith("File ")
+                code = lines[i + 1].strip() if has_code else ""
                 return f"{ln.strip()}: {code}" if code else ln.strip()
         return lines[0]
 
@@ -166,7 +167,7 @@ class Trace:
     def __len__(self) -> int:
         return len(self.snapshots)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Snapshot]:
         return iter(self.snapshots)
 
     def __getitem__(self, key: int | str) -> Snapshot:
@@ -246,7 +247,7 @@ class Trace:
         return json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False, allow_nan=False,
                           default=_json_default)
 
-    def save(self, path: str | os.PathLike) -> str:
+    def save(self, path: str | os.PathLike[str]) -> str:
         """Write the trace JSON to ``path`` (atomically: a partial file never replaces a good one)."""
         path = os.fspath(path)
         tmp = f"{path}.tmp{os.getpid()}"
@@ -281,7 +282,7 @@ class Trace:
         return cls.from_json(data, where)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Trace":
+    def load(cls, path: str | os.PathLike[str]) -> "Trace":
         from .._files import read_limited
 
         path = os.fspath(path)
