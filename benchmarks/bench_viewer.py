@@ -159,7 +159,8 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     tmp = tempfile.mkdtemp(prefix="etlens_bench_viewer_")
-    print(f"{'graph':40s} {'nodes':>7s} {'build s':>8s} {'B/node':>7s} {'paint ms':>9s} {'interact ms':>12s} {'js layout ms':>13s}")
+    print(f"{'graph':40s} {'nodes':>7s} {'build s':>8s} {'B/node':>7s} {'paint ms':>9s} {'interact ms':>12s} "
+          f"{'js layout ms':>13s}")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
         for label, g in cases:

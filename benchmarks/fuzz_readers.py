@@ -79,7 +79,8 @@ def run_kind(kind: str, n: int, seed: int, corpus: dict, pairs: list, work: str,
         if kind == "debug":
             label, etdp, dbg = rng.choice(pairs)
             if rng.random() < 0.3:
-                etdp = H.apply_ops(etdp, H.random_ops(rng, len(etdp), hot.setdefault(label, H.flatbuffer_hot_positions(etdp))))
+                hot_positions = hot.setdefault(label, H.flatbuffer_hot_positions(etdp))
+                etdp = H.apply_ops(etdp, H.random_ops(rng, len(etdp), hot_positions))
             if rng.random() < 0.5:
                 dbg = dbg[:rng.randrange(len(dbg) + 1)]
             else:

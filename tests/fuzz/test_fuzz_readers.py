@@ -1,8 +1,8 @@
 """The long fuzz target: at least 10 000 hypothesis-driven inputs per reader.
 
 Run with ``pytest -m fuzz tests/fuzz`` (excluded from the default suite by the ``fuzz`` marker;
-``-n 2`` runs two readers at a time). ``ETLENS_FUZZ_EXAMPLES`` overrides the count, ``ETLENS_FUZZ_BUDGET_S`` stops checking inputs after
-that many seconds (the figures then say how many were checked);
+``-n 2`` runs two readers at a time). ``ETLENS_FUZZ_EXAMPLES`` overrides the count,
+``ETLENS_FUZZ_BUDGET_S`` stops checking inputs after that many seconds (the figures then say how many were checked);
 ``ETLENS_FUZZ_REPORT=dir`` writes ``<reader>.json`` figures (inputs, results, EtlensError counts,
 slowest input, heap peak) for ``docs/robustness.md``.
 
@@ -25,7 +25,8 @@ from tests.robustness import _harness as H
 from tests.robustness import _strategies as S
 
 N = int(os.environ.get("ETLENS_FUZZ_EXAMPLES", "10000"))
-ORDER = tuple(os.environ.get("ETLENS_FUZZ_READERS", "pt2,debug,etrecord,etdump,pte,trace,graph").split(","))  # longest first for -n 2
+# longest first for -n 2
+ORDER = tuple(os.environ.get("ETLENS_FUZZ_READERS", "pt2,debug,etrecord,etdump,pte,trace,graph").split(","))
 
 
 @pytest.mark.fuzz
@@ -46,5 +47,6 @@ def test_fuzz_reader(kind):
             Path(report, f"{kind}.json").write_text(json.dumps({
                 "reader": kind, "inputs": st.inputs, "results": st.results, "etlens_errors": st.errors,
                 "failures": len(st.failures),
-                "failure_samples": [f[1][-3000:] for f in st.failures[:3]], "seconds": round(time.perf_counter() - t0, 1),
+                "failure_samples": [f[1][-3000:] for f in st.failures[:3]],
+                "seconds": round(time.perf_counter() - t0, 1),
                 "slowest_cpu_s": round(st.slowest, 3), "heap_peak_mb": round(st.peak / 2 ** 20, 1)}, indent=1))

@@ -134,7 +134,7 @@ def test_pickled_code_is_never_loaded(good, tmp_path):
     p = _rewrite(good, tmp_path / "x.etrecord", replace={"representative_inputs": buf.getvalue()})
     rec = read(p)
     with pytest.raises(FormatError, match="'representative_inputs'.*weights_only=True"):
-        rec.representative_inputs
+        _ = rec.representative_inputs
     buf = io.BytesIO()
     torch.save({"w": fractions.Fraction(1, 2)}, buf)
     p = _rewrite(good, tmp_path / "y.etrecord", replace={"exported_program_state_dict": buf.getvalue()})

@@ -37,7 +37,8 @@ def test_pte_reader_without_executorch(committed):
             blocked = True
         from etlens.readers import read
         res = {{"blocked": blocked}}
-        for case, path in {{"xnn": {committed["mlp_xnnpack"].pte!r}, "port": {committed["mlp_portable"].pte!r}}}.items():
+        paths = {{"xnn": {committed["mlp_xnnpack"].pte!r}, "port": {committed["mlp_portable"].pte!r}}}
+        for case, path in paths.items():
             art = read(path)
             s = art.summary()
             m = s["methods"][0]
@@ -66,6 +67,7 @@ def test_cli_info_without_executorch(committed):
         with contextlib.redirect_stdout(buf):
             rc = main(["info", {committed["mlp_xnnpack"].pte!r}, "--json"])
         data = json.loads(buf.getvalue())
-        print(json.dumps({{"rc": rc, "format": data["format"], "backend": data["methods"][0]["delegates"][0]["backend_id"]}}))
+        backend = data["methods"][0]["delegates"][0]["backend_id"]
+        print(json.dumps({{"rc": rc, "format": data["format"], "backend": backend}}))
     """)
     assert out == {"rc": 0, "format": "pte", "backend": "XnnpackBackend"}

@@ -248,7 +248,7 @@ def warm_up(seeds: dict[str, list[tuple[str, bytes]]], workdir: str | os.PathLik
     logging.getLogger("torch.export").setLevel(logging.CRITICAL)
 
     for kind, items in seeds.items():
-        for label, data in items if kind == "pt2" else items[:1]:
+        for _label, data in items if kind == "pt2" else items[:1]:
             path = Path(workdir) / f"warm{EXT.get(kind, '.bin')}"
             path.write_bytes(data)
             with contextlib.suppress(Exception):
@@ -351,7 +351,8 @@ def apply_ops(data: bytes, ops: Iterable[tuple]) -> bytes:
             fmt, size = {"u32": ("<I", 4), "u16": ("<H", 2), "i64": ("<q", 8)}[kind]
             p = op[1] % len(b)
             if p + size <= len(b):
-                struct.pack_into(fmt, b, p, op[2] & (0xFFFFFFFF if kind == "u32" else 0xFFFF) if kind != "i64" else op[2])
+                value = op[2] & (0xFFFFFFFF if kind == "u32" else 0xFFFF) if kind != "i64" else op[2]
+                struct.pack_into(fmt, b, p, value)
         elif kind == "insert":
             p = op[1] % (len(b) + 1)
             b[p:p] = op[2]

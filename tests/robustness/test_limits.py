@@ -12,19 +12,16 @@
 from __future__ import annotations
 
 import io
-import os
 import re
 import struct
-import subprocess
 import tracemalloc
-import zipfile
 import zlib
 from pathlib import Path
 
 import pytest
 
 from tests.robustness import _harness as H
-from etlens.errors import EtlensError, FormatError
+from etlens.errors import EtlensError
 
 ROOT = H.ROOT
 SRC = ROOT / "src" / "etlens"
@@ -331,6 +328,6 @@ def test_wrong_file_types(tmp_path, seeds, kind):
 @pytest.mark.parametrize("kind", ["pte", "etdump", "etrecord", "pt2", "trace", "graph", "sniff"])
 def test_directory_and_missing_file(tmp_path, kind):
     for target in (tmp_path, tmp_path / "missing.bin"):
-        out = H._attempt(lambda: H.exercise(kind, str(target)), 2.0)
+        out = H._attempt(lambda target=target: H.exercise(kind, str(target)), 2.0)
         assert out.failure is None, out.failure
         assert out.error in ("MissingDataError", "UnsupportedFormatError", "FormatError"), out.error

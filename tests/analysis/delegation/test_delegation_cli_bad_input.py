@@ -37,7 +37,8 @@ def _rewrite_etrecord(src: str, dst, drop=(), replace=None) -> str:
 def test_cli_table_from_etrecord(committed, capsys):
     code, out, err = _run(capsys, "delegation", committed["mlp_xnnpack"].etrecord)
     assert code == 0, err
-    assert out.startswith("Total delegated subgraphs: 1\nNumber of delegated nodes: 4\nNumber of non-delegated nodes: 1\n")
+    assert out.startswith("Total delegated subgraphs: 1\nNumber of delegated nodes: 4\n"
+                          "Number of non-delegated nodes: 1\n")
     assert "aten_linear_default" in out and "XnnpackBackend: 1 subgraph(s), 4 node(s)" in out
 
 

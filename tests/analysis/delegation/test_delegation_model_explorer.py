@@ -5,7 +5,6 @@ and visualize* start (mocked) Model Explorer or say how to install it."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 
@@ -173,8 +172,8 @@ def test_style_rules_match_partitions_like_the_web_app(artifacts):
         rx = re.compile(rule["queries"][1]["queryRegex"], re.I)
         hits = [n["id"] for n in coll["graphs"][0]["nodes"]
                 if any(rx.search(f"{kv['key']}:{kv['value']}") for kv in n["attrs"])]
-        assert hits and all(f"partition {i} (" in next(n for n in coll["graphs"][0]["nodes"] if n["id"] == h)["namespace"]
-                            for h in hits)
+        by_id = {n["id"]: n for n in coll["graphs"][0]["nodes"]}
+        assert hits and all(f"partition {i} (" in by_id[h]["namespace"] for h in hits)
     assert op_rules[0]["styles"]["node_bg_color"]["value"] != op_rules[1]["styles"]["node_bg_color"]["value"]
 
 
@@ -232,7 +231,8 @@ def test_visualize_starts_model_explorer_mocked(artifacts, monkeypatch, reuse):
     served = json.loads(cfg.graphs_list[0])
     _validate({"label": "x", "graphs": served["graphs"]})
     assert cfg.model_sources == [{"url": "graphs://Executorch/0"}]
-    assert json.loads(cfg.node_data_list[0])[served["graphs"][0]["id"]]["results"]["aten_cumsum_default"]["value"] == 1.0
+    results = json.loads(cfg.node_data_list[0])[served["graphs"][0]["id"]]["results"]
+    assert results["aten_cumsum_default"]["value"] == 1.0
 
     calls.clear()
     mex.visualize_with_clusters(lowered("mixed_xnnpack").exported_program(), reuse_server=reuse)

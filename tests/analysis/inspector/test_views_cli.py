@@ -63,7 +63,7 @@ def _check_nesting(trace):
             assert e["dur"] >= 0 and "name" in e and "ts" in e
             by_tid.setdefault(e["tid"], []).append(e)
     depth_max = 0
-    for tid, evs in by_tid.items():
+    for evs in by_tid.values():
         evs.sort(key=lambda e: (e["ts"], -e["dur"]))
         stack = []
         for e in evs:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.analysis.numerics._et import CASES, ET_WORKS, assert_same_rows, both  # noqa: F401
+from tests.analysis.numerics._et import CASES, ET_WORKS, assert_same_rows
 
 pytestmark = pytest.mark.executorch
 

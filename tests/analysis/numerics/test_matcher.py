@@ -28,7 +28,8 @@ def test_lower_instruction_id_later_keeps_the_higher_value():
 
 
 def test_merge_handle_tuples_order_and_duplicates():
-    assert merge_handle_tuples((1, 2, 2, 3), (3, 4, 4)) == et_utils._merge_runtime_debug_handles((1, 2, 2, 3), (3, 4, 4))
+    expected = et_utils._merge_runtime_debug_handles((1, 2, 2, 3), (3, 4, 4))
+    assert merge_handle_tuples((1, 2, 2, 3), (3, 4, 4)) == expected
     assert merge_handle_tuples((1, 2, 2, 3), (3, 4, 4)) == (1, 2, 2, 3, 4)
 
 
