@@ -44,12 +44,12 @@ _EXPORTS: dict[str, str] = {
     "format_delegated_graph": "etlens.analysis.delegation",
     "print_delegated_graph": "etlens.analysis.delegation",
     # viewer
-    "generate_html": "etlens.views.html",
-    "generate_multi_pass_html": "etlens.views.html",
-    "extract_from_pte": "etlens.views.html",
-    "extract_from_etrecord": "etlens.views.html",
-    "extract_from_exported_program": "etlens.views.html",
-    "visualize_edge_manager": "etlens.views.html",
+    "generate_html": "etlens.compat",
+    "generate_multi_pass_html": "etlens.compat",
+    "extract_from_pte": "etlens.compat",
+    "extract_from_etrecord": "etlens.compat",
+    "extract_from_exported_program": "etlens.compat",
+    "visualize_edge_manager": "etlens.compat",
     # pass tracer
     "trace_passes": "etlens.passes.tracer",
     "register_backend": "etlens.passes.backends",

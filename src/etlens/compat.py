@@ -2,19 +2,28 @@
 
 Everything below the facade takes model objects (:class:`etlens.model.Graph`, traces, analysis
 results); the functions here open files or in-memory ExecuTorch programs, turn them into those
-objects with :mod:`etlens.readers`, and hand them on. ``etlens.<name>`` re-exports them.
+objects with :mod:`etlens.readers`, and hand them on. ``etlens.<name>`` re-exports them::
+
+    import etlens
+    etlens.generate_html(etlens.extract_from_pte("model.pte"), "model.html")
+    etlens.generate_html(exported_program, "ep.html")      # in-memory programs are read here
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from typing import Any, Mapping
 
 from .errors import EtlensError
 from .model import Graph
-from .views.html import generate_html
+from .model.select import pick_graph
+from .views.html import generate_compare_html, generate_multi_pass_html
+from .views.html import generate_html as _generate_html_from_graphs
 
 __all__ = [
+    "generate_html",
+    "generate_multi_pass_html",
+    "generate_compare_html",
     "extract_from_pte",
     "extract_from_etrecord",
     "extract_from_exported_program",
@@ -23,35 +32,21 @@ __all__ = [
 
 
 # --- viewer compatibility functions ---------------------------------------------------------------
-def _pick(graphs: dict[str, Graph], prefer: Iterable[str], path: str, stage: str | None) -> Graph:
-    if not graphs:
-        raise EtlensError(f"{path}: contains no graph to show")
-    if stage is not None:
-        if stage in graphs:
-            return graphs[stage]
-        raise EtlensError(f"{path}: no stage/method {stage!r}; available: {', '.join(graphs)}")
-    for name in prefer:
-        for key, g in graphs.items():
-            if key == name or key.endswith("/" + name):
-                return g
-    return next(iter(graphs.values()))
-
-
-def extract_from_pte(pte_path: str | os.PathLike, method: str | None = None) -> Graph:
+def extract_from_pte(pte_path: str | os.PathLike[str], method: str | None = None) -> Graph:
     """The graph of ``method`` (default ``forward``) in a ``.pte`` program."""
     from .readers import read
 
     graphs = read(pte_path).graphs()
-    return _pick(graphs, ("forward",), os.fspath(pte_path), method)
+    return pick_graph(graphs, ("forward",), os.fspath(pte_path), method)
 
 
-def extract_from_etrecord(etrecord_path: str | os.PathLike, stage: str | None = None) -> Graph:
+def extract_from_etrecord(etrecord_path: str | os.PathLike[str], stage: str | None = None) -> Graph:
     """One stage of an ETRecord (default: the edge-dialect ``forward``, else the first)."""
     from .readers import read
 
     graphs = read(etrecord_path).graphs()
-    return _pick(graphs, ("edge_dialect_exported_program/forward", "edge_dialect_exported_program", "forward"),
-                 os.fspath(etrecord_path), stage)
+    return pick_graph(graphs, ("edge_dialect_exported_program/forward", "edge_dialect_exported_program", "forward"),
+                      os.fspath(etrecord_path), stage)
 
 
 def extract_from_exported_program(exported_program: Any, name: str = "program") -> Graph:
@@ -59,10 +54,33 @@ def extract_from_exported_program(exported_program: Any, name: str = "program") 
     from .readers import read_object
 
     graphs = read_object(exported_program, name=name).graphs()
-    return _pick(graphs, ("forward",), name, None)
+    return pick_graph(graphs, ("forward",), name, None)
 
 
-def visualize_edge_manager(edge_manager: Any, path: str | os.PathLike, method: str = "forward") -> str:
+def _is_program(obj: Any) -> bool:
+    return hasattr(obj, "graph_module") or type(obj).__name__ in ("ExportedProgram", "GraphModule")
+
+
+def _graph_of(obj: Any) -> Any:
+    """An in-memory program read into a :class:`Graph`; anything else unchanged (the view checks it)."""
+    return extract_from_exported_program(obj) if _is_program(obj) else obj
+
+
+def generate_html(graph_data: Any, path: str | os.PathLike[str], *, overlay: Mapping[str, Any] | None = None,
+                  overlay_label: str | None = None, title: str | None = None) -> str:
+    """:func:`etlens.views.html.generate_html` that also takes ``ExportedProgram`` / ``GraphModule``
+    objects (alone, or in the list/dict of graphs that opens the compare view); returns the path."""
+    if isinstance(graph_data, (list, tuple)):
+        graph_data = [(item[0], _graph_of(item[1])) if isinstance(item, tuple) and len(item) == 2
+                      else _graph_of(item) for item in graph_data]
+    elif isinstance(graph_data, dict) and "schema" not in graph_data:
+        graph_data = {k: _graph_of(v) for k, v in graph_data.items()}
+    else:
+        graph_data = _graph_of(graph_data)
+    return _generate_html_from_graphs(graph_data, path, overlay=overlay, overlay_label=overlay_label, title=title)
+
+
+def visualize_edge_manager(edge_manager: Any, path: str | os.PathLike[str], method: str = "forward") -> str:
     """Write the graph of an ``EdgeProgramManager`` (after ``to_edge``/lowering) as HTML."""
     try:
         ep = edge_manager.exported_program(method)

@@ -195,7 +195,7 @@ def test_cli_view_graph_json_and_errors(tmp_path, capsys):
 
 
 def test_extractors_on_committed_files(committed, tmp_path):
-    from etlens.views.html import extract_from_etrecord, extract_from_pte
+    from etlens.compat import extract_from_etrecord, extract_from_pte
 
     case = committed["mlp_xnnpack"]
     g = extract_from_pte(case.pte)
@@ -211,7 +211,7 @@ def test_exported_program_and_edge_manager(tmp_path):
     import torch
 
     from etlens.demos import get_demo
-    from etlens.views.html import extract_from_exported_program, visualize_edge_manager
+    from etlens.compat import extract_from_exported_program, visualize_edge_manager
 
     model, inputs = get_demo("mlp")
     ep = torch.export.export(model, inputs)

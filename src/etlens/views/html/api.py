@@ -15,16 +15,15 @@ __all__ = [
     "generate_html",
     "generate_multi_pass_html",
     "generate_compare_html",
-    "extract_from_pte",
-    "extract_from_etrecord",
-    "extract_from_exported_program",
-    "visualize_edge_manager",
     "as_graph",
 ]
 
 
 def as_graph(obj: Any, what: str = "graph_data") -> Graph:
-    """A :class:`Graph` from a Graph, its JSON dict, an artifact/ExportedProgram (first graph)."""
+    """A :class:`Graph` from a Graph, its JSON dict or an artifact (its first graph).
+
+    In-memory programs (``ExportedProgram``, ``GraphModule``) are read by the facade
+    (:func:`etlens.generate_html`, :func:`etlens.extract_from_exported_program`), not here."""
     if isinstance(obj, Graph):
         return obj
     if isinstance(obj, dict) and obj.get("schema") == Graph.SCHEMA:
@@ -33,10 +32,8 @@ def as_graph(obj: Any, what: str = "graph_data") -> Graph:
         graphs = obj.graphs()
         if graphs:
             return next(iter(graphs.values()))
-    if hasattr(obj, "graph_module") or type(obj).__name__ in ("ExportedProgram", "GraphModule"):
-        return extract_from_exported_program(obj)
-    raise EtlensError(f"{what}: expected an etlens Graph (or its JSON, an artifact or an ExportedProgram), "
-                      f"got {type(obj).__name__}")
+    raise EtlensError(f"{what}: expected an etlens Graph (or its JSON or an artifact), got {type(obj).__name__}; "
+                      "for an ExportedProgram use etlens.generate_html or etlens.extract_from_exported_program")
 
 
 def _overlay_meta(values: Iterable[float | None], label: str | None) -> dict[str, Any] | None:
@@ -163,8 +160,8 @@ def generate_compare_html(graphs: Any, path: str | os.PathLike, *, title: str | 
         index = [{strings.table[s]: k for k, s in enumerate(gp["id"])} for gp in gps]
         raw = {(a, b): _match_with_inner(ga, gb, match_nodes)
                for a, (_, ga) in enumerate(named) for b, (_, gb) in enumerate(named) if a != b}
-        for a, (_, ga) in enumerate(named):
-            for b, (_, gb) in enumerate(named):
+        for a in range(len(named)):
+            for b in range(len(named)):
                 if a == b:
                     continue
                 # symmetric: lineage usually points from the newer graph back to the older one
