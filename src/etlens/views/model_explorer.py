@@ -297,7 +297,8 @@ def _cluster_graph(graph: Graph, graph_id: str, fx_nodes: Mapping[str, Any],
             extra["cluster"] = str(cname)
         srcs = [i for i in inputs[node.name] if i in flat]
         nodes.append(_me_node(node, namespace, _edges(srcs), extra))
-    group_configs = [{"namespaceRegex": f"^partition {i} \\(.*", "backgroundColor": PARTITION_COLORS[i % len(PARTITION_COLORS)],
+    group_configs = [{"namespaceRegex": f"^partition {i} \\(.*",
+                      "backgroundColor": PARTITION_COLORS[i % len(PARTITION_COLORS)],
                       "borderColor": _BORDER_COLORS[i % len(_BORDER_COLORS)]} for i in range(len(known))]
     out = {"id": graph_id, "nodes": nodes}
     if group_configs:

@@ -63,7 +63,8 @@ def _format_pte(s: dict[str, Any]) -> str:
             n_ops = len(d.get("ops", []))
             inside = f"{n_ops} op{'s' if n_ops != 1 else ''}: {ops_text}" if n_ops else \
                 (f"payload not decoded ({d['decode_error']})" if d.get("decode_error") else "payload not decoded")
-            lines.append(f"    [{d['index']}] {d['backend_id']}  {format_bytes(d.get('payload_size'))}  {where}  {inside}")
+            size = format_bytes(d.get("payload_size"))
+            lines.append(f"    [{d['index']}] {d['backend_id']}  {size}  {where}  {inside}")
             if d.get("compile_specs"):
                 lines.append("        compile specs: " + ", ".join(f"{k}={v}" for k, v in d["compile_specs"].items()))
     lines += ["", f"debug handles: {s.get('debug_handles', 'n/a')}"]
