@@ -228,7 +228,9 @@ def write_side_files(data: ReportData, out_dir: str, stem: str) -> dict[str, str
     """Write the Perfetto trace and the per-op TSV next to the report; return their paths."""
     files: dict[str, str] = {}
     perfetto = os.path.join(out_dir, f"{stem}.perfetto.json")
-    data.inspector.write_perfetto_trace(perfetto)
+    from ..views.perfetto import write_perfetto
+
+    write_perfetto(data.inspector, perfetto)
     files["Perfetto trace (open in ui.perfetto.dev)"] = perfetto
     tsv = os.path.join(out_dir, f"{stem}.events.tsv")
     with open(tsv, "w", encoding="utf-8") as f:

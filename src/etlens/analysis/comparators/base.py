@@ -269,7 +269,7 @@ def _finder(names: Any) -> Callable[[tuple], list[str]]:
     find = getattr(names, "find", None)
     if callable(find):
         return find
-    from .._numerics_match import HandleNameIndex
+    from ..numerics.match import HandleNameIndex
 
     return HandleNameIndex(names).find
 

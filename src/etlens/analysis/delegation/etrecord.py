@@ -29,8 +29,8 @@ import re
 from collections import Counter
 from typing import Any
 
-from ..errors import MissingDataError
-from ..model import DelegateInfo, Graph, Node
+from ...errors import MissingDataError
+from ...model import DelegateInfo, Graph, Node
 
 __all__ = ["etrecord_graph"]
 

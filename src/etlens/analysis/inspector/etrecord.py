@@ -20,7 +20,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from ..model.events import BlockColumns
+from ...model.events import BlockColumns
 
 __all__ = ["RESERVED_FRAMEWORK_EVENT_NAMES", "NodeInfo", "handle_to_nodes", "resolve_block", "record_maps"]
 # (_kernel_matches and _method_score are used by the inspector to check and attribute records)
@@ -50,7 +50,7 @@ def _parse_module_stack(s: str | None, _cache: dict = {}) -> dict:  # noqa: B006
     hit = _cache.get(s)
     if hit is not None:
         return dict(hit)
-    from ..readers._export_json import parse_nn_module_stack
+    from ...readers._export_json import parse_nn_module_stack
 
     stack = {key: tuple(value) for key, value in parse_nn_module_stack(s).items()}
     if len(_cache) < 100_000:

@@ -40,11 +40,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import EtlensError, MissingDataError
-from ._numerics_capture import Capture, capture_reference, resolve_reference
-from ._numerics_match import HandleNameIndex, PairInfo, PairResult, pair_outputs
-from ._numerics_runtime import RuntimeOutputs, collect_runtime_outputs, runtime_blocks
-from .comparators import METRIC_NAMES, NumericalComparatorBase, get_comparator
+from ...errors import EtlensError, MissingDataError
+from .capture import Capture, capture_reference, resolve_reference
+from .match import HandleNameIndex, PairInfo, PairResult, pair_outputs
+from .runtime import RuntimeOutputs, collect_runtime_outputs, runtime_blocks
+from ..comparators import METRIC_NAMES, NumericalComparatorBase, get_comparator
 
 __all__ = ["calculate_numeric_gap", "explain_unpaired", "first_divergence", "analyze", "NumericalAnalysis",
            "Divergence", "GAP_COLUMNS", "METRIC_NAMES", "KEEP_CHOICES"]
@@ -71,7 +71,7 @@ def _record_of(inspector: Any) -> Any:
         if rec is not None and not isinstance(rec, (str, bytes)):
             return rec
         if isinstance(rec, str):
-            from ..readers.etrecord import read
+            from ...readers.etrecord import read
 
             return read(rec)
     raise MissingDataError(f"the numeric gap needs the ETRecord: pass etrecord='model.etrecord' to the Inspector; "
@@ -279,7 +279,7 @@ class NumericalAnalysis:
     # -- explanations -------------------------------------------------------------------------------
     def explain_unpaired(self, include_framework_events: bool = False, multi_output: bool = False):
         """Every reference op and runtime event without its own row in the gap table, and why."""
-        from ._numerics_explain import explain
+        from .explain import explain
 
         return explain(self, include_framework_events=include_framework_events, multi_output=multi_output)
 
@@ -439,7 +439,7 @@ def explain_unpaired(inspector: Any, reference_graph: str | None = None,
     """Every reference op and runtime event that has no row of its own in the gap table, and why.
 
     Returns a DataFrame with columns ``side`` (``reference``/``runtime``), ``name``, ``op``,
-    ``debug_handle``, ``reason`` (a code, see :data:`etlens.analysis._numerics_explain.REASONS`),
+    ``debug_handle``, ``reason`` (a code, see :data:`etlens.analysis.numerics.explain.REASONS`),
     ``detail`` (a sentence), ``module_path``, ``stack_trace``, ``row`` (the gap-table row that covers it,
     if any). Reference ops come first in graph order, then runtime events in dump order.
     """

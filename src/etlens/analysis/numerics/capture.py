@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from ..errors import MissingDataError
+from ...errors import MissingDataError
 
 __all__ = ["ReferenceProgram", "RefNode", "Capture", "resolve_reference", "propagate_back_handles",
            "capture_reference", "handle_key", "EXPORTED_PROGRAM", "EDGE_PROGRAM", "UNSET_DEBUG_HANDLE"]
@@ -52,7 +52,7 @@ class ReferenceProgram:
     """The resolved reference: its name, the program, and handles given by back-propagation (or None).
 
     ``program`` is a deserialized ``ExportedProgram`` / ``GraphModule``, or a
-    :class:`~etlens.analysis._numerics_jsonrun.JsonProgram` run straight from the ETRecord's JSON
+    :class:`~etlens.analysis.numerics.jsonrun.JsonProgram` run straight from the ETRecord's JSON
     (then ``fallback()`` gives the deserialized program if the JSON runner meets something it does
     not support).
     """
@@ -137,7 +137,7 @@ def _json_views(program: Any) -> list[tuple]:
 
 
 def _views(program: Any) -> list[tuple]:
-    from ._numerics_jsonrun import JsonProgram
+    from .jsonrun import JsonProgram
 
     return _json_views(program) if isinstance(program, JsonProgram) else _fx_views(program)
 
@@ -146,7 +146,7 @@ def propagate_back_handles(aten_program: Any, export_graph_id: Any, edge_program
                            disable_validation: bool = False) -> dict | None:
     """Debug handles for the ATen program's nodes, from the edge program's provenance chains.
 
-    Works on deserialized programs and on :class:`~etlens.analysis._numerics_jsonrun.JsonProgram`.
+    Works on deserialized programs and on :class:`~etlens.analysis.numerics.jsonrun.JsonProgram`.
     Returns ``{node name: handle}`` for the top-level ATen nodes (0 for nodes no edge node descends
     from), or ``None`` when some edge handle has no ATen node and ``disable_validation`` is false
     (the ATen program is then not a faithful reference). Linear in the total length of the chains.
@@ -228,7 +228,7 @@ def _json_loader(record: Any) -> Callable[[str], Any] | None:
     """``stage -> JsonProgram`` for etlens ETRecords (they expose ``program_json``), else None."""
     if not callable(getattr(record, "program_json", None)):
         return None
-    from ._numerics_jsonrun import JsonProgram
+    from .jsonrun import JsonProgram
 
     cache: dict[str, Any] = {}
 
@@ -250,7 +250,7 @@ def resolve_reference(record: Any, reference_graph: str | None = None,
     Raises :class:`~etlens.errors.MissingDataError` when the requested program is not in the record
     or the ATen program was asked for explicitly and the handle propagation failed.
     """
-    from ._numerics_jsonrun import Unsupported
+    from .jsonrun import Unsupported
 
     loader = _json_loader(record) if fast else None
     if loader is not None:
@@ -379,7 +379,7 @@ def capture_reference(ref: ReferenceProgram, inputs: Any,
         keep: optional ``handle tuple -> bool``; outputs of other handles are not kept (names and
             metadata still are), which bounds memory to what can be compared.
     """
-    from ._numerics_jsonrun import JsonProgram, Unsupported
+    from .jsonrun import JsonProgram, Unsupported
 
     if isinstance(ref.program, JsonProgram):
         try:
@@ -396,7 +396,7 @@ def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bo
     import torch
     from torch.utils._pytree import tree_leaves
 
-    from ._numerics_jsonrun import parse_module_stack
+    from .jsonrun import parse_module_stack
 
     prog = ref.program
     override = ref.handles
@@ -429,7 +429,7 @@ def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bo
         else:
             outputs[key] = result
 
-    from ._numerics_jsonrun import Unsupported
+    from .jsonrun import Unsupported
 
     with torch.no_grad():
         try:
@@ -455,7 +455,7 @@ def _capture_fx(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bool
     import torch
     from torch.utils._pytree import tree_leaves
 
-    from ..readers._fx import target_name
+    from ...readers._fx import target_name
 
     program = ref.program
     gm = _graph_module(program)

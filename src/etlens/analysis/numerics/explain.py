@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._numerics_runtime import collect_runtime_outputs, runtime_blocks
-from .comparators import MSEComparator
+from .runtime import collect_runtime_outputs, runtime_blocks
+from ..comparators import MSEComparator
 
 __all__ = ["REASONS", "explain", "EXPLAIN_COLUMNS"]
 

@@ -59,7 +59,7 @@ def parse_module_stack(raw: str | None) -> tuple[str | None, str | None]:
     """The innermost ``(module path, module type)`` of a serialized ``nn_module_stack``."""
     if not raw:
         return None, None
-    from ..readers._export_json import split_module_entry
+    from ...readers._export_json import split_module_entry
 
     parts = split_module_entry(raw.split(";")[-1])
     return (parts[1], parts[2]) if len(parts) == 3 else (None, None)
@@ -133,7 +133,7 @@ class JsonProgram:
     """A serialized program: its operator nodes in order, its inputs, and the tensors it needs."""
 
     def __init__(self, doc: dict, state_dict: Any, constants: dict | None = None, name: str = "") -> None:
-        from ..readers._torch_compat import rewrite_edge_targets
+        from ...readers._torch_compat import rewrite_edge_targets
 
         self.name = name
         rewrite_edge_targets(doc)
@@ -267,7 +267,7 @@ class JsonProgram:
         Values are dropped after their last use unless ``keep(name)`` says otherwise, so memory stays
         at the live set of the forward pass plus what ``on_node`` keeps.
         """
-        from ..readers._torch_compat import ensure_quant_ops
+        from ...readers._torch_compat import ensure_quant_ops
 
         if any("quantized_decomposed" in n.target for n in self.nodes):
             ensure_quant_ops()  # importing torch.ao.quantization costs ~1 s: only when needed
@@ -366,10 +366,10 @@ def _input_names(inputs: list) -> list[str]:
 def _stage_tensors(record: Any, stage: str) -> tuple[dict, dict]:
     """The state dict and constants of ``stage`` from an etlens ETRecord.
 
-    Tries the fast restricted unpickler (:mod:`._numerics_tensors`) first and the reader's
+    Tries the fast restricted unpickler (:mod:`.tensors`) first and the reader's
     ``torch.load(weights_only=True)`` when that refuses something.
     """
-    from ._numerics_tensors import load_tensors_fast
+    from .tensors import load_tensors_fast
 
     try:
         entry = record._entry(stage)

@@ -11,7 +11,7 @@ Reads the Inspector's events through the ExecuTorch-compatible ``Event`` fields 
   its handles (the fine-grained events are compared instead);
 * events with the same handle tuple: the one with the highest instruction id wins (the last
   instruction of a decomposition, e.g. ``addmm`` after ``permute_copy``); ties keep the first block;
-* overlapping handle tuples are then merged (:func:`~etlens.analysis._numerics_match.merge_runtime_handles`).
+* overlapping handle tuples are then merged (:func:`~etlens.analysis.numerics.match.merge_runtime_handles`).
 
 ``debug_data`` is read only for the winners, so lazily decoded tensors of superseded events are
 never materialised. Every event that is not used gets a reason, for ``explain_unpaired``.
@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._numerics_match import merge_runtime_handles
+from .match import merge_runtime_handles
 
 __all__ = ["RuntimeOutputs", "RuntimeEvent", "collect_runtime_outputs", "runtime_blocks", "FRAMEWORK_EVENTS"]
 
