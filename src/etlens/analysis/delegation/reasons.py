@@ -80,7 +80,7 @@ def explain(exported_program: Any, partitioner: Any, names: Iterable[str]) -> di
 
 
 def _reason(node: Any, ep: Any, parts: list[Any], capture: _Capture) -> str:
-    from ...readers._fx import target_name
+    from ...readers import target_name
     from .core import _STRUCTURAL
 
     tname = target_name(node.target)

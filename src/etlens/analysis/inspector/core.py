@@ -37,6 +37,7 @@ import numpy as np
 from ...errors import EtlensError, FormatError, MissingDataError
 from ...model.events import BlockColumns, PerfData, TimeScale, calculate_time_scale_factor
 from ...readers.etdump import SCALAR_TYPES, V_TENSOR, DebugBuffer, ETDump, read_etdump
+from ..record import Record, as_record
 from .etrecord import _kernel_matches, _method_score
 from .events import Event, EventBlock, RuntimeOutput
 from .frame import EXCLUDED_COLUMNS_WHEN_PRINTING, EXCLUDED_EVENTS_WHEN_PRINTING, LazyList, build_frame
@@ -110,7 +111,12 @@ class Inspector:
         self._delegate_time_scale_converter = delegate_time_scale_converter
         self._enable_module_hierarchy = enable_module_hierarchy
         self._reference_graph_name = reference_graph_name
-        self._etrecord = _load_record(etrecord)
+        self._etrecord = _load_record(etrecord)  # as given (ExecuTorch's attribute name)
+        #: the ETRecord behind one interface, whichever kind was given (``None`` without one)
+        self.record: Optional[Record] = as_record(self._etrecord) if self._etrecord is not None else None
+        #: :func:`etlens.analysis.numerics.analyze` results, keyed by (reference graph, validation,
+        #: keep_outputs): running the reference is the costly part, a new metric reuses it
+        self.numerics_cache: dict[tuple, Any] = {}
         self._dump: ETDump = read_etdump(etdump_path if etdump_path is not None else etdump_data)
         self._buffer: Optional[DebugBuffer] = None
         if debug_buffer_path is not None or debug_buffer_data is not None:
@@ -172,26 +178,25 @@ class Inspector:
     def _method_name(self) -> str:
         if self._method:
             return self._method
-        rec = self._etrecord
-        dhm = getattr(rec, "_debug_handle_map", None) or {}
+        dhm = self.record.handle_maps() if self.record is not None else {}
         if FORWARD not in dhm and len(dhm) == 1:
             return next(iter(dhm))
         return FORWARD
 
     def _consume_etrecord(self) -> None:
-        if self._etrecord is None:
+        if self.record is None:
             return
         from .etrecord import handle_to_nodes, record_maps, resolve_block
 
         graph = None if self._reference_graph_name == EDGE_DIALECT_GRAPH_KEY else self._reference_graph_name
-        dhm = getattr(self._etrecord, "_debug_handle_map", None) or {}
+        dhm = self.record.handle_maps()
         methods = [self._method] if self._method else (list(dhm) or [FORWARD])
         self._block_methods = [self._method_name()] * len(self._blocks)
         nodes_of: dict[str, dict] = {}
 
         def nodes_for(m: str) -> dict:
             if m not in nodes_of:
-                nodes_of[m] = handle_to_nodes(self._etrecord, m, graph)
+                nodes_of[m] = handle_to_nodes(self.record, m, graph)
             return nodes_of[m]
 
         if len(methods) > 1:
@@ -204,7 +209,7 @@ class Inspector:
         checked_any = False
         for bi, block in enumerate(self._blocks):
             method = self._block_methods[bi]
-            handle_map, delegate_map, num_outs = record_maps(self._etrecord, method)
+            handle_map, delegate_map, num_outs = record_maps(self.record, method)
             if handle_map is None:
                 continue
             checked_any = True
@@ -222,7 +227,7 @@ class Inspector:
         framework = ("Method::init", "Program::load_method", "Method::execute")
         missing = wrong_kernel = checked = bad_delegate = 0
         for bi, b in enumerate(self._blocks):
-            handle_map, delegate_map, _ = record_maps(self._etrecord, self._block_methods[bi])
+            handle_map, delegate_map, _ = record_maps(self.record, self._block_methods[bi])
             handle_map = handle_map or {}
             for i, name in enumerate(b.names):
                 instr = int(b.instruction_ids[i])
@@ -291,14 +296,11 @@ class Inspector:
         return out if any(out) else []
 
     def _reference_output(self, b: BlockColumns):
-        rec = self._etrecord
-        if rec is None:
-            return None
-        entries = getattr(rec, "entries", None)
-        if entries is not None and "reference_outputs" not in entries:
+        rec = self.record
+        if rec is None or not rec.may_have_reference_outputs():
             return None
         try:
-            ref = rec._reference_outputs
+            ref = rec.reference_outputs()
         except EtlensError as exc:
             warnings.warn(f"reference outputs unavailable: {exc}", stacklevel=3)
             return None
@@ -452,6 +454,11 @@ class Inspector:
                                          list(b.op_types[i]), b.is_delegated[i], b.backend_names[i],
                                          self._debug_list(r0, idxs)))
         return out
+
+    @property
+    def has_debug_buffer(self) -> bool:
+        """Whether a debug buffer was given (logged tensors decode to real values, not zeros)."""
+        return self._buffer is not None
 
     @property
     def source_time_scale(self) -> TimeScale:

@@ -45,6 +45,9 @@ from .capture import Capture, capture_reference, resolve_reference
 from .match import HandleNameIndex, PairInfo, PairResult, pair_outputs
 from .runtime import RuntimeOutputs, collect_runtime_outputs, runtime_blocks
 from ..comparators import METRIC_NAMES, NumericalComparatorBase, get_comparator
+from ..inspector import Inspector
+from ..protocols import InspectorLike
+from ..record import Record, as_record
 
 __all__ = ["calculate_numeric_gap", "explain_unpaired", "first_divergence", "analyze", "NumericalAnalysis",
            "Divergence", "GAP_COLUMNS", "METRIC_NAMES", "KEEP_CHOICES"]
@@ -65,33 +68,33 @@ _HINT_DEBUG = ("run the program with ETDump and a debug buffer: "
 
 
 # -- inputs from the inspector -------------------------------------------------------------------
-def _record_of(inspector: Any) -> Any:
-    for attr in ("_etrecord", "etrecord", "record"):
-        rec = getattr(inspector, attr, None)
-        if rec is not None and not isinstance(rec, (str, bytes)):
-            return rec
+def _record_of(inspector: InspectorLike) -> Record:
+    if isinstance(inspector, Inspector):
+        rec = inspector.record
+    else:  # ExecuTorch's Inspector keeps the ETRecord it was given (a path or a parsed one)
+        rec = inspector._etrecord
         if isinstance(rec, str):
             from ...readers.etrecord import read
 
-            return read(rec)
+            rec = read(rec)
+    if rec is not None:
+        return as_record(rec)
     raise MissingDataError(f"the numeric gap needs the ETRecord: pass etrecord='model.etrecord' to the Inspector; "
                            f"to produce one, {_HINT_ETRECORD}")
 
 
 def _representative_inputs(record: Any) -> tuple:
-    inputs = getattr(record, "representative_inputs", None)
-    if inputs is None:
-        inputs = getattr(record, "_representative_inputs", None)
+    record = as_record(record)
+    inputs = record.representative_inputs()
     if not inputs:
-        where = getattr(record, "path", "the ETRecord")
-        raise MissingDataError(f"{where}: no representative inputs recorded, so there is nothing to run the "
+        raise MissingDataError(f"{record.path}: no representative inputs recorded, so there is nothing to run the "
                                f"reference on; {_HINT_ETRECORD}")
     first = inputs[0] if isinstance(inputs, list) else inputs
     return first if isinstance(first, tuple) else (first,)
 
 
-def _check_runtime(runtime: RuntimeOutputs, inspector: Any) -> None:
-    if runtime.n_debug_events and getattr(inspector, "_buffer", "n/a") is None:
+def _check_runtime(runtime: RuntimeOutputs, inspector: InspectorLike) -> None:
+    if runtime.n_debug_events and isinstance(inspector, Inspector) and not inspector.has_debug_buffer:
         # etlens.Inspector without a buffer decodes logged tensors as zeros (as ExecuTorch does):
         # comparing those would report a huge, meaningless gap
         raise MissingDataError(
@@ -140,7 +143,8 @@ class NumericalAnalysis:
     :meth:`explain_unpaired` and :meth:`first_divergence` reuse the same pairing.
     """
 
-    def __init__(self, capture: Capture, runtime: RuntimeOutputs, paired: PairResult, inspector: Any = None):
+    def __init__(self, capture: Capture, runtime: RuntimeOutputs, paired: PairResult,
+                 inspector: InspectorLike | None = None):
         self.capture = capture
         self.runtime = runtime
         self.paired = paired
@@ -352,7 +356,7 @@ def _resolve_validation(disable_debug_handle_valdiation: bool, disable_debug_han
     return bool(disable_debug_handle_valdiation or disable_debug_handle_validation)
 
 
-def analyze(inspector: Any, reference_graph: str | None = None, disable_debug_handle_validation: bool = False,
+def analyze(inspector: InspectorLike, reference_graph: str | None = None, disable_debug_handle_validation: bool = False,
             keep_outputs: str = "all") -> NumericalAnalysis:
     """Capture the reference, select the runtime outputs and pair them (cached on the inspector).
 
@@ -368,24 +372,19 @@ def analyze(inspector: Any, reference_graph: str | None = None, disable_debug_ha
     if keep_outputs not in KEEP_CHOICES:
         raise EtlensError(f"keep_outputs must be one of {KEEP_CHOICES}, got {keep_outputs!r}")
     cache_key = (reference_graph, bool(disable_debug_handle_validation), keep_outputs)
-    cache = getattr(inspector, "_etlens_numerics_cache", None)
+    # an etlens Inspector owns the cache; an ExecuTorch Inspector gets no caching
+    cache = inspector.numerics_cache if isinstance(inspector, Inspector) else None
     if cache is not None and cache_key in cache:
         return cache[cache_key]
 
     with _gc_paused():
         analysis = _analyze(inspector, reference_graph, disable_debug_handle_validation, keep_outputs)
-    if cache is None:
-        try:
-            cache = {}
-            setattr(inspector, "_etlens_numerics_cache", cache)
-        except AttributeError:
-            cache = None
     if cache is not None:
         cache[cache_key] = analysis
     return analysis
 
 
-def _analyze(inspector: Any, reference_graph: str | None, disable_debug_handle_validation: bool,
+def _analyze(inspector: InspectorLike, reference_graph: str | None, disable_debug_handle_validation: bool,
              keep_outputs: str) -> NumericalAnalysis:
     record = _record_of(inspector)
     inputs = _representative_inputs(record)
@@ -407,9 +406,10 @@ def _analyze(inspector: Any, reference_graph: str | None, disable_debug_handle_v
     return NumericalAnalysis(capture, runtime, paired, inspector)
 
 
-def calculate_numeric_gap(inspector: Any, distance: Any = "MSE", disable_debug_handle_valdiation: bool = False,
-                          reference_graph: str | None = None, *, disable_debug_handle_validation: bool | None = None,
-                          keep_outputs: str = "all", multi_output: bool = False):
+def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
+                          disable_debug_handle_valdiation: bool = False, reference_graph: str | None = None, *,
+                          disable_debug_handle_validation: bool | None = None, keep_outputs: str = "all",
+                          multi_output: bool = False):
     """Per-op numeric gap between the ETRecord reference and the runtime (ExecuTorch-compatible).
 
     Args:
@@ -433,7 +433,7 @@ def calculate_numeric_gap(inspector: Any, distance: Any = "MSE", disable_debug_h
         return analysis.gap_table(distance, multi_output=multi_output)
 
 
-def explain_unpaired(inspector: Any, reference_graph: str | None = None,
+def explain_unpaired(inspector: InspectorLike, reference_graph: str | None = None,
                      disable_debug_handle_validation: bool = False, *, include_framework_events: bool = False,
                      multi_output: bool = False, disable_debug_handle_valdiation: bool = False):
     """Every reference op and runtime event that has no row of its own in the gap table, and why.
@@ -448,8 +448,9 @@ def explain_unpaired(inspector: Any, reference_graph: str | None = None,
     return analysis.explain_unpaired(include_framework_events=include_framework_events, multi_output=multi_output)
 
 
-def first_divergence(inspector: Any, threshold: float, metric: Any = "MSE", reference_graph: str | None = None,
-                     disable_debug_handle_validation: bool = False, *, multi_output: bool = False) -> Divergence | None:
+def first_divergence(inspector: InspectorLike, threshold: float, metric: Any = "MSE",
+                     reference_graph: str | None = None, disable_debug_handle_validation: bool = False, *,
+                     multi_output: bool = False) -> Divergence | None:
     """The earliest op in graph order whose gap crosses ``threshold`` (module path, stack trace), or None."""
     analysis = analyze(inspector, reference_graph, disable_debug_handle_validation)
     return analysis.first_divergence(threshold, metric, multi_output=multi_output)

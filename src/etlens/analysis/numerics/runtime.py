@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocols import InspectorLike
 from .match import merge_runtime_handles
 
 __all__ = ["RuntimeOutputs", "RuntimeEvent", "collect_runtime_outputs", "runtime_blocks", "FRAMEWORK_EVENTS"]
@@ -88,14 +89,15 @@ class _Block:
     events: list
 
 
-def runtime_blocks(inspector: Any, fast: bool = True) -> list:
+def runtime_blocks(inspector: InspectorLike, fast: bool = True) -> list:
     """The inspector's event blocks, or with ``fast`` and an ``etlens.Inspector``, light blocks built
     from its columnar ``runtime_intermediate_outputs()`` holding only events that logged outputs
     (the same selection, without building an ``Event`` for each of the dump's events)."""
-    ros = getattr(inspector, "runtime_intermediate_outputs", None)
-    if fast and callable(ros):
+    from ..inspector import Inspector
+
+    if fast and isinstance(inspector, Inspector):
         blocks: dict[str, _Block] = {}
-        for ro in ros():
+        for ro in inspector.runtime_intermediate_outputs():
             blocks.setdefault(ro.block, _Block(ro.block, [])).events.append(_Ev(ro))
         return list(blocks.values())
     return list(inspector.event_blocks)
