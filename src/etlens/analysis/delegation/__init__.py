@@ -6,9 +6,22 @@
 * :mod:`.reasons` — replay a partitioner's support checks to say why a node stayed out.
 """
 
-from .core import (KNOWN_BACKENDS, DelegationBreakdown, DelegationInfo, NonDelegatedNode, ProgramResolver,
-                   ResolvedProgram, default_resolver, delegation_graph, format_delegated_graph, format_graph_text,
-                   get_delegation_info, info_from_graph, print_delegated_graph, resolve_program)
+from .core import (
+                   KNOWN_BACKENDS,
+                   DelegationBreakdown,
+                   DelegationInfo,
+                   NonDelegatedNode,
+                   ProgramResolver,
+                   ResolvedProgram,
+                   default_resolver,
+                   delegation_graph,
+                   format_delegated_graph,
+                   format_graph_text,
+                   get_delegation_info,
+                   info_from_graph,
+                   print_delegated_graph,
+                   resolve_program,
+)
 
 __all__ = [
     "DelegationBreakdown",

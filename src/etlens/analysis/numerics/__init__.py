@@ -16,8 +16,17 @@ Example::
     df = calculate_numeric_gap(inspector, "SNR")
 """
 
-from .api import (GAP_COLUMNS, KEEP_CHOICES, METRIC_NAMES, Divergence, NumericalAnalysis, analyze,
-                  calculate_numeric_gap, explain_unpaired, first_divergence)
+from .api import (
+                  GAP_COLUMNS,
+                  KEEP_CHOICES,
+                  METRIC_NAMES,
+                  Divergence,
+                  NumericalAnalysis,
+                  analyze,
+                  calculate_numeric_gap,
+                  explain_unpaired,
+                  first_divergence,
+)
 
 __all__ = ["calculate_numeric_gap", "explain_unpaired", "first_divergence", "analyze", "NumericalAnalysis",
            "Divergence", "GAP_COLUMNS", "METRIC_NAMES", "KEEP_CHOICES"]

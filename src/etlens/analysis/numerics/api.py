@@ -41,13 +41,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import EtlensError, MissingDataError
-from .capture import Capture, capture_reference, resolve_reference
-from .match import HandleNameIndex, PairInfo, PairResult, pair_outputs
-from .runtime import RuntimeOutputs, collect_runtime_outputs, runtime_blocks
 from ..comparators import METRIC_NAMES, NumericalComparatorBase, get_comparator
 from ..inspector import Inspector
 from ..protocols import InspectorLike
 from ..record import Record, as_record
+from .capture import Capture, capture_reference, resolve_reference
+from .match import HandleNameIndex, PairInfo, PairResult, pair_outputs
+from .reasons import Reason
+from .runtime import RuntimeOutputs, collect_runtime_outputs, runtime_blocks
 
 __all__ = ["calculate_numeric_gap", "explain_unpaired", "first_divergence", "analyze", "NumericalAnalysis",
            "Divergence", "GAP_COLUMNS", "METRIC_NAMES", "KEEP_CHOICES"]
@@ -180,14 +181,14 @@ class NumericalAnalysis:
             if isinstance(aot_out, Sequence) and len(aot_out) > 1:
                 if not multi_output:
                     errors.append({"debug_handle": aot_handle, "runtime_debug_handle": rt_handle,
-                                   "reason": "multi_output", "info": info,
+                                   "reason": Reason.MULTI_OUTPUT, "info": info,
                                    "detail": f"returns {len(aot_out)} tensors; ExecuTorch's table skips such ops "
                                              f"(pass multi_output=True to compare them by position)"})
                     continue
                 a, b = _align_multi(aot_out, rt_out)
                 if a is None:
                     errors.append({"debug_handle": aot_handle, "runtime_debug_handle": rt_handle,
-                                   "reason": "multi_output", "info": info,
+                                   "reason": Reason.MULTI_OUTPUT, "info": info,
                                    "detail": f"reference returns {len(aot_out)} tensors, runtime logged "
                                              f"{len(rt_out) if isinstance(rt_out, Sequence) else 1}; no "
                                              f"positional match"})
@@ -204,7 +205,7 @@ class NumericalAnalysis:
                     gap = compare(a, b) if compare is not None else [comparator.element_compare(a, b)]
             except (ValueError, RuntimeError, TypeError) as exc:
                 errors.append({"debug_handle": aot_handle, "runtime_debug_handle": rt_handle,
-                               "reason": "shape_mismatch" if _shapes_differ(a, b) else "not_comparable",
+                               "reason": Reason.SHAPE_MISMATCH if _shapes_differ(a, b) else Reason.NOT_COMPARABLE,
                                "info": info, "detail": f"{_describe(a)} vs {_describe(b)}: {exc}"})
                 continue
             rows.append({
@@ -439,7 +440,7 @@ def explain_unpaired(inspector: InspectorLike, reference_graph: str | None = Non
     """Every reference op and runtime event that has no row of its own in the gap table, and why.
 
     Returns a DataFrame with columns ``side`` (``reference``/``runtime``), ``name``, ``op``,
-    ``debug_handle``, ``reason`` (a code, see :data:`etlens.analysis.numerics.explain.REASONS`),
+    ``debug_handle``, ``reason`` (a code, see :class:`etlens.analysis.numerics.reasons.Reason`),
     ``detail`` (a sentence), ``module_path``, ``stack_trace``, ``row`` (the gap-table row that covers it,
     if any). Reference ops come first in graph order, then runtime events in dump order.
     """

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..protocols import InspectorLike
 from .match import merge_runtime_handles
+from .reasons import Reason
 
 __all__ = ["RuntimeOutputs", "RuntimeEvent", "collect_runtime_outputs", "runtime_blocks", "FRAMEWORK_EVENTS"]
 
@@ -41,7 +42,7 @@ class RuntimeEvent:
     name: str
     instruction_id: Any
     debug_handle: tuple | None
-    reason: str
+    reason: Reason
     detail: str = ""
     delegated: bool = False
 
@@ -122,27 +123,27 @@ def collect_runtime_outputs(event_blocks: Any) -> RuntimeOutputs:
             handle = _norm(ev.debug_handles)
             delegated = bool(ev.is_delegated_op)
 
-            def unused(reason: str, detail: str = "") -> None:
+            def unused(reason: Reason, detail: str = "") -> None:
                 out.unused.append(RuntimeEvent(bname, name, ev._instruction_id, handle, reason, detail, delegated))
 
             if name in _EXCLUDED:
                 continue  # a wrapper of the kernel event right before it: not listed separately
             if not ev.op_types:
                 if name in FRAMEWORK_EVENTS:
-                    unused("framework_event", "runtime bookkeeping, not an operator")
+                    unused(Reason.FRAMEWORK_EVENT, "runtime bookkeeping, not an operator")
                 elif handle is None and delegated:
-                    unused("no_debug_handle", "a delegate-internal event whose delegate debug id has no entry "
+                    unused(Reason.NO_DEBUG_HANDLE, "a delegate-internal event whose delegate debug id has no entry "
                                               "in the ETRecord's delegate map, so no op can be tied to it")
                 elif handle is None:
-                    unused("no_debug_handle", "the event has no debug handle (its instruction id is not in the "
+                    unused(Reason.NO_DEBUG_HANDLE, "the event has no debug handle (its instruction id is not in the "
                                               "ETRecord's debug handle map)")
                 else:
-                    unused("no_graph_node", f"handles {handle} match no node of the ETRecord graph")
+                    unused(Reason.NO_GRAPH_NODE, f"handles {handle} match no node of the ETRecord graph")
                 continue
             if name == "DELEGATE_CALL":
                 inner = inner_by_backend.get(getattr(ev, "delegate_backend_name", None))
                 if inner and not inner.isdisjoint(handle):
-                    unused("covered_by_inner_events", "the backend logged per-operator intermediates inside "
+                    unused(Reason.COVERED_BY_INNER_EVENTS, "the backend logged per-operator intermediates inside "
                                                       "this delegate call; those are compared instead")
                     continue
             prev = best.get(handle)
@@ -150,12 +151,13 @@ def collect_runtime_outputs(event_blocks: Any) -> RuntimeOutputs:
             if prev is None or iid > prev[0]:
                 if prev is not None:
                     _, pev, pblock = prev
-                    superseded.append(RuntimeEvent(pblock, pev.name, pev._instruction_id, handle, "superseded", "",
+                    superseded.append(RuntimeEvent(pblock, pev.name, pev._instruction_id, handle, Reason.SUPERSEDED, "",
                                                    bool(pev.is_delegated_op)))
                 best[handle] = (iid, ev, bname)
                 out.op_names[handle] = [name]
             else:
-                superseded.append(RuntimeEvent(bname, name, ev._instruction_id, handle, "superseded", "", delegated))
+                superseded.append(RuntimeEvent(bname, name, ev._instruction_id, handle, Reason.SUPERSEDED, "",
+                                               delegated))
 
     for ev in superseded:
         iid, win, _ = best[ev.debug_handle]
