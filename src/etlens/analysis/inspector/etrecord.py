@@ -45,22 +45,25 @@ def _op_name_from_target(target: str) -> str:
     return target.rsplit(".", 1)[-1]
 
 
-def _parse_module_stack(s: str | None, _cache: dict = {}) -> dict:  # noqa: B006 - deliberate memo
+def _parse_module_stack(s: str | None, cache: dict) -> dict:
+    """``{key: (path, type)}`` of a serialized ``nn_module_stack``; ``cache`` (owned by the caller,
+    one per program) memoizes the text: many nodes of a program share one stack."""
     if not s:
         return {}
-    hit = _cache.get(s)
+    hit = cache.get(s)
     if hit is not None:
         return dict(hit)
     from ...readers import parse_nn_module_stack
 
     stack = {key: tuple(value) for key, value in parse_nn_module_stack(s).items()}
-    if len(_cache) < 100_000:
-        _cache[s] = stack
+    if len(cache) < 100_000:
+        cache[s] = stack
     return dict(stack)
 
 
 def _nodes_from_json(doc: dict) -> list[tuple[int, NodeInfo]]:
     out = []
+    stacks: dict[str, dict] = {}
     for n in doc.get("graph_module", {}).get("graph", {}).get("nodes", []):
         target = n.get("target", "")
         if target in ("_operator.getitem", "executorch.exir.memory.alloc"):
@@ -79,7 +82,7 @@ def _nodes_from_json(doc: dict) -> list[tuple[int, NodeInfo]]:
             if outs and isinstance(outs[0], dict) and "as_tensor" in outs[0]:
                 name = outs[0]["as_tensor"].get("name", "")
         out.append((handle, (name + "_", _op_name_from_target(target), meta.get("stack_trace") or None,
-                             _parse_module_stack(meta.get("nn_module_stack")))))
+                             _parse_module_stack(meta.get("nn_module_stack"), stacks))))
     return out
 
 
