@@ -36,7 +36,7 @@ import numpy as np
 
 from ...errors import EtlensError, FormatError, MissingDataError
 from ...model.events import BlockColumns, PerfData, TimeScale, calculate_time_scale_factor
-from ...readers.etdump import SCALAR_TYPES, V_TENSOR, DebugBuffer, ETDump, read_etdump
+from ...readers.etdump import SCALAR_TYPES, V_TENSOR, V_TENSOR_LIST, DebugBuffer, ETDump, read_etdump
 from ..record import Record, as_record
 from .etrecord import _kernel_matches, _method_score
 from .events import Event, EventBlock, RuntimeOutput
@@ -143,7 +143,7 @@ class Inspector:
         return cls(etdump_path=etdump, etrecord=etrecord, debug_buffer_path=debug_buffer, **kw)
 
     def _has_tensors(self) -> bool:
-        return any(bool((r.value_type == V_TENSOR).any()) or bool((r.value_type == 6).any()) for r in self._dump.runs)
+        return any(bool(np.isin(r.value_type, (V_TENSOR, V_TENSOR_LIST)).any()) for r in self._dump.runs)
 
     def _check_buffer(self) -> None:
         """Warn once about tensors that lie past the end of the debug buffer."""
