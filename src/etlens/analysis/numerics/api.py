@@ -343,6 +343,10 @@ def _gc_paused():
     collector would walk all of those objects again, which cost more than half of the first call on
     a 1000-layer model. Nothing made here is a cycle that needs collecting mid-way; the collector
     runs normally again afterwards (reference counting frees everything as usual meanwhile).
+
+    Measured (benchmarks/bench_numerics.py's etlens worker, 1000 layers, 10 runs, best of 3 fresh
+    processes, 2-core shared machine): first ``calculate_numeric_gap`` 0.72 s paused vs 1.86 s
+    with the collector running (2.6x); the second call (reference cached) 0.32 s vs 0.37 s.
     """
     was_enabled = gc.isenabled()
     gc.disable()
