@@ -35,7 +35,7 @@ _EXPORTS: dict[str, str] = {
     "MissingDataError": "etlens.errors",
     "UnsupportedFormatError": "etlens.errors",
     # inspector
-    "Inspector": "etlens.analysis.inspector",
+    "Inspector": "etlens.compat",
     "Event": "etlens.analysis.inspector",
     "EventBlock": "etlens.analysis.inspector",
     "PerfData": "etlens.model.events",

@@ -1,19 +1,26 @@
-"""The compatibility facade: the public functions that take *files* or toolchain objects.
+"""The compatibility facade: ExecuTorch-compatible classes and functions that take *files*, toolchain
+objects, or combine analyses with views.
 
-Everything below the facade takes model objects (:class:`etlens.model.Graph`, traces, analysis
-results); the functions here open files or in-memory ExecuTorch programs, turn them into those
-objects with :mod:`etlens.readers`, and hand them on. ``etlens.<name>`` re-exports them::
+This is the one module at the top layer that may import every other layer. Everything below it
+takes model objects (:class:`etlens.model.Graph`, traces, analysis results): analysis never imports
+views, views never open files. ``etlens.<name>`` re-exports what is here::
 
     import etlens
     etlens.generate_html(etlens.extract_from_pte("model.pte"), "model.html")
     etlens.generate_html(exported_program, "ep.html")      # in-memory programs are read here
+    etlens.Inspector(etdump_path="run.etdp", etrecord="model.etrecord").print_data_tabular()
+
+Each section below belongs to one compatible API; keep them delimited.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+import sys
+from typing import IO, Any, Mapping
 
+from .analysis.inspector import Event, EventBlock, PerfData, RuntimeOutput, TimeScale
+from .analysis.inspector import Inspector as _AnalysisInspector
 from .errors import EtlensError
 from .model import Graph
 from .model.select import pick_graph
@@ -28,7 +35,14 @@ __all__ = [
     "extract_from_etrecord",
     "extract_from_exported_program",
     "visualize_edge_manager",
+    "Inspector",
+    "Event",
+    "EventBlock",
+    "PerfData",
+    "TimeScale",
+    "RuntimeOutput",
 ]
+
 
 
 # --- viewer compatibility functions ---------------------------------------------------------------
@@ -90,3 +104,44 @@ def visualize_edge_manager(edge_manager: Any, path: str | os.PathLike[str], meth
         raise EtlensError(f"visualize_edge_manager: expected an EdgeProgramManager, got "
                           f"{type(edge_manager).__name__}") from exc
     return generate_html(extract_from_exported_program(ep, name=method), path, title=f"edge program · {method}")
+
+
+
+# =====================================================================================================
+# Inspector (drop-in for executorch.devtools.Inspector): the analysis class + the methods that
+# render views (tables, TensorBoard, Perfetto). ``etlens.Inspector`` is this class.
+# =====================================================================================================
+class Inspector(_AnalysisInspector):
+    """``etlens.Inspector``: :class:`etlens.analysis.inspector.Inspector` plus its compatible views.
+
+    Everything about events, tables and numerics is inherited (see the base class for the
+    arguments); this class adds the methods that print or write files: :meth:`print_data_tabular`,
+    :meth:`write_tensorboard_artifact`, :meth:`write_perfetto_trace` and :meth:`summary_text`.
+    """
+
+    def print_data_tabular(self, file: IO[str] = sys.stdout, include_units: bool = True,
+                           include_delegate_debug_data: bool = False) -> None:
+        """Print the events as a table (``OPERATOR_CALL`` rows and bulky columns left out)."""
+        from .views.tables import display_or_print_df
+
+        display_or_print_df(self.printed_dataframe(include_units, include_delegate_debug_data), file)
+
+    def write_tensorboard_artifact(self, path: str) -> None:
+        """Write per-operator latency as a TensorBoard event file under directory ``path``."""
+        from .views.tensorboard import write_tensorboard
+
+        write_tensorboard(self, path)
+
+    def write_perfetto_trace(self, path: str) -> None:
+        """Write a Chrome trace-event JSON timeline (open it in https://ui.perfetto.dev)."""
+        from .views.perfetto import write_perfetto
+
+        write_perfetto(self, path)
+
+    def summary_text(self, top: int = 5) -> str:
+        """One paragraph: total time per block, top operators, delegated share of time."""
+        from .views.tables import summary_paragraph
+
+        return summary_paragraph(self, top)
+
+# ===================================================================================== end Inspector

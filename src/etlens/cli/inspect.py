@@ -58,7 +58,7 @@ def run(args) -> int:
     import warnings
 
     from .._progress import progress
-    from ..analysis.inspector import Inspector
+    from ..compat import Inspector
     from ..model.events import TimeScale
 
     import os
@@ -76,7 +76,7 @@ def run(args) -> int:
         if args.all_events:
             df = insp.to_dataframe().drop(columns=["debug_data"])
         else:
-            df = insp._prepare_dataframe()
+            df = insp.printed_dataframe()
         bar.update(1)
         if args.format == "table":
             from tabulate import tabulate

@@ -71,7 +71,7 @@ def run(args) -> int:
           f"{len(result.files)} files alongside)")
     status = 0
     if args.fail_on_gap is not None and result.worst_gap is not None:
-        similarity = result.gap_metric.upper() in ("SNR", "COSINE")
+        similarity = result.gap_higher_is_better
         crossed = result.worst_gap < args.fail_on_gap if similarity else result.worst_gap > args.fail_on_gap
         if crossed:
             print(f"etlens: gate failed: worst {result.gap_metric} gap {gap} crosses --fail-on-gap "

@@ -212,6 +212,26 @@ class ETRecord(Artifact):
                 f"(torch.load with weights_only=True refused it: {first_line(exc, 200)}); etlens never "
                 f"unpickles arbitrary objects; {_HINT}") from exc
 
+    def stage_tensors(self, stage: str, decode: Any = None) -> tuple[Any, Any]:
+        """The state dict and the constants of program ``stage``, read in one pass over the zip.
+
+        ``decode(data: bytes)`` (optional) is tried first on each entry, e.g. a faster restricted
+        unpickler; when it raises, the entry is loaded with ``torch.load(weights_only=True)``.
+        """
+        entry = self._entry(stage)
+        out = []
+        with self._zip() as z:
+            for suffix in ("_state_dict", "_constants"):
+                name = entry + suffix
+                if decode is not None:
+                    try:
+                        out.append(decode(z.read(name)))
+                        continue
+                    except Exception:  # noqa: BLE001 - anything unusual: let torch's safe loader decide
+                        pass
+                out.append(self._load_tensor_entry(z, name))
+        return out[0], out[1]
+
     def _optional_tensors(self, name: str) -> Any:
         if name not in self._tensors:
             with self._zip() as z:

@@ -43,6 +43,8 @@ class ReportResult:
     total_latency_ms: float | None = None
     worst_gap: float | None = None
     gap_metric: str = "MSE"
+    #: True when the metric is a similarity (a gap below the threshold crosses it)
+    gap_higher_is_better: bool = False
     data: ReportData | None = None
 
 
@@ -65,7 +67,7 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
         f.write(render_report(page))
     return ReportResult(path=output, files=files, total_latency_ms=data.total_latency_ms,
                         worst_gap=data.worst_gap[0] if data.worst_gap else None, gap_metric=data.gap_metric,
-                        data=data)
+                        gap_higher_is_better=data.gap_higher_is_better, data=data)
 
 
 def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: str = "model",

@@ -59,6 +59,8 @@ class ReportData:
     delegation_df: Any = None
     gap_df: Any = None
     gap_metric: str = "MSE"
+    #: the comparator's answer: True for similarities (SNR, cosine), False for distances
+    gap_higher_is_better: bool = False
     gap_threshold: float | None = None
     worst_gap: tuple[float, list] | None = None
     divergence: Any = None
@@ -141,13 +143,15 @@ def _latency_overlay(data: ReportData, inspector, handle_to_nodes: dict[int, lis
 
 
 def _numerics(data: ReportData, inspector, metric: str, threshold: float | None) -> None:
+    from ..analysis.comparators import get_comparator
     from ..analysis.numerics import analyze
 
     analysis = analyze(inspector)
     gap_df = analysis.gap_table(metric)
     data.gap_df, data.gap_metric = gap_df, metric
     data.unpaired_df = analysis.explain_unpaired()
-    similarity = metric.upper() in ("SNR", "COSINE")
+    similarity = bool(getattr(get_comparator(metric), "higher_is_better", False))
+    data.gap_higher_is_better = similarity
     best = None
     for gaps, ops in zip(gap_df["gap"], gap_df["aot_ops"]):
         vals = [float(g) for g in gaps]
@@ -228,7 +232,9 @@ def write_side_files(data: ReportData, out_dir: str, stem: str) -> dict[str, str
     """Write the Perfetto trace and the per-op TSV next to the report; return their paths."""
     files: dict[str, str] = {}
     perfetto = os.path.join(out_dir, f"{stem}.perfetto.json")
-    data.inspector.write_perfetto_trace(perfetto)
+    from ..views.perfetto import write_perfetto
+
+    write_perfetto(data.inspector, perfetto)
     files["Perfetto trace (open in ui.perfetto.dev)"] = perfetto
     tsv = os.path.join(out_dir, f"{stem}.events.tsv")
     with open(tsv, "w", encoding="utf-8") as f:

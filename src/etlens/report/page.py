@@ -119,7 +119,7 @@ def _gap_section(data: ReportData) -> Section:
         div = data.divergence
         if div is not None and i == div.row:
             hl[i] = "bad"
-        elif data.gap_threshold is not None and data.gap_metric.upper() not in ("SNR", "COSINE") and \
+        elif data.gap_threshold is not None and not data.gap_higher_is_better and \
                 any(g > data.gap_threshold for g in gaps):
             hl[i] = "warn"
     intro = (f"Reference ({data.reference_graph.name if data.reference_graph is not None else '?'}) vs runtime "

@@ -340,9 +340,9 @@ def to_model_explorer_json(obj: Any, *, method: str | None = None, clusters: boo
     ``meta["delegation_tag"]`` / ``meta["cluster"]`` and fall back to the delegate a node was lowered
     into and etlens' own QDQ clustering).
     """
-    from ..analysis.delegation import _resolve
+    from ..analysis.delegation import resolve_program
 
-    res = _resolve(obj, method, "lowered")
+    res = resolve_program(obj, method, "lowered")
     graph = res.graph
     graph_id = graph.name or "graph"
     if clusters:

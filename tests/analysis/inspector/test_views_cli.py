@@ -162,7 +162,7 @@ def test_runtime_intermediate_outputs(insp):
 def test_summary_paragraph_and_public_names(insp):
     text = insp.summary_text()
     assert text.count("block '") == 2 and "ms" in text
-    from etlens.analysis import inspector as mod
+    from etlens import compat as mod
 
     assert {"Inspector", "Event", "EventBlock", "PerfData", "TimeScale"} <= set(mod.__all__)
     assert etlens.PerfData is mod.PerfData and etlens.Inspector is mod.Inspector

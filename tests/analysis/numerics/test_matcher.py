@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from etlens.analysis._numerics_match import (HandleNameIndex, merge_handle_tuples, merge_runtime_handles,
+from etlens.analysis.numerics.match import (HandleNameIndex, merge_handle_tuples, merge_runtime_handles,
                                               pair_outputs)
 
 et_utils = pytest.importorskip("executorch.devtools.inspector._inspector_utils")

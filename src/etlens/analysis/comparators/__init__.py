@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import EtlensError
+from ..protocols import InspectorLike
 from .base import DebugHandle, IntermediateOutputMapping, NumericalComparatorBase, aligned_pair, to_float64, to_numpy64
 from .cosine import CosineComparator
 from .l1 import L1Comparator
@@ -41,7 +42,7 @@ class UnknownMetricError(EtlensError, ValueError):
     """A metric name etlens does not know (a ``ValueError`` too, as in ExecuTorch)."""
 
 
-def get_comparator(distance: Any, inspector: Any = None) -> NumericalComparatorBase:
+def get_comparator(distance: Any, inspector: InspectorLike | None = None) -> NumericalComparatorBase:
     """A comparator for ``distance``: a metric name or a :class:`NumericalComparatorBase` instance.
 
     An instance without an inspector gets ``inspector`` attached (what ExecuTorch does too).

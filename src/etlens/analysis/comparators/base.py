@@ -32,6 +32,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Callable
 
+from ..protocols import InspectorLike
+
 __all__ = ["NumericalComparatorBase", "IntermediateOutputMapping", "DebugHandle", "to_float64", "to_numpy64",
            "aligned_pair", "ElementwiseMetric"]
 
@@ -108,7 +110,7 @@ class NumericalComparatorBase(ABC):
     name: str = "custom"
     higher_is_better: bool = False
 
-    def __init__(self, inspector: Any = None) -> None:
+    def __init__(self, inspector: InspectorLike | None = None) -> None:
         self._inspector = inspector
 
     @property
@@ -269,7 +271,7 @@ def _finder(names: Any) -> Callable[[tuple], list[str]]:
     find = getattr(names, "find", None)
     if callable(find):
         return find
-    from .._numerics_match import HandleNameIndex
+    from ..numerics.match import HandleNameIndex
 
     return HandleNameIndex(names).find
 

@@ -16,7 +16,7 @@ class CosineComparator(ElementwiseMetric):
     """Cosine similarity between reference and runtime outputs (higher is better)."""
 
     name = "cosine"
-    higher_is_better = True
+    higher_is_better = True  # a similarity
 
     def _compare(self, np: Any, a: Any, b: Any) -> float:
         x, y = aligned_pair(a, b)

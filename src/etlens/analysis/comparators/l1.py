@@ -13,6 +13,7 @@ class L1Comparator(ElementwiseMetric):
     """Sum of absolute differences (lower is better)."""
 
     name = "L1"
+    higher_is_better = False  # a distance: 0 is identical
 
     def _reduce(self, np: Any, x: Any, d: Any) -> float:
         return float(np.abs(d).sum())

@@ -13,6 +13,7 @@ class MaxAbsComparator(ElementwiseMetric):
     """Worst single-element error (lower is better): catches one bad channel that MSE averages away."""
 
     name = "max_abs"
+    higher_is_better = False  # a distance: 0 is identical
 
     def _reduce(self, np: Any, x: Any, d: Any) -> float:
         return float(np.abs(d).max()) if d.size else 0.0

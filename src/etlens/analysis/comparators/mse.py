@@ -13,6 +13,7 @@ class MSEComparator(ElementwiseMetric):
     """Mean squared error between reference and runtime outputs (lower is better)."""
 
     name = "MSE"
+    higher_is_better = False  # a distance: 0 is identical
 
     def _reduce(self, np: Any, x: Any, d: Any) -> float:
         return float(np.mean(d * d)) if d.size else float("nan")

@@ -13,7 +13,7 @@ class SNRComparator(ElementwiseMetric):
     """Signal (reference power) over noise (error power), in decibels (higher is better)."""
 
     name = "SNR"
-    higher_is_better = True
+    higher_is_better = True  # a similarity
 
     def _reduce(self, np: Any, x: Any, d: Any) -> float:
         # float64 division by zero gives inf (identical) or nan (0/0: both all-zero), like ExecuTorch

@@ -9,7 +9,7 @@ operators eagerly, so the reference capture costs about as much as one eager for
 Only plain operator graphs are handled (ATen / edge ops, ``getitem``); anything else (higher-order
 operators with subgraphs, custom objects, symbolic shapes) raises :class:`Unsupported` and the
 caller falls back to the deserialized program. Edge-dialect targets are mapped to their ATen
-equivalents by the ETRecord reader's :func:`~etlens.readers._torch_compat.rewrite_edge_targets`.
+equivalents by the ETRecord reader's :func:`~etlens.readers.rewrite_edge_targets`.
 
 Example::
 
@@ -25,6 +25,8 @@ import operator
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from ..record import EtlensRecordLike, Record
 
 __all__ = ["JsonProgram", "JsonNode", "Unsupported", "parse_handle", "parse_module_stack"]
 
@@ -59,7 +61,7 @@ def parse_module_stack(raw: str | None) -> tuple[str | None, str | None]:
     """The innermost ``(module path, module type)`` of a serialized ``nn_module_stack``."""
     if not raw:
         return None, None
-    from ..readers._export_json import split_module_entry
+    from ...readers import split_module_entry
 
     parts = split_module_entry(raw.split(";")[-1])
     return (parts[1], parts[2]) if len(parts) == 3 else (None, None)
@@ -133,7 +135,7 @@ class JsonProgram:
     """A serialized program: its operator nodes in order, its inputs, and the tensors it needs."""
 
     def __init__(self, doc: dict, state_dict: Any, constants: dict | None = None, name: str = "") -> None:
-        from ..readers._torch_compat import rewrite_edge_targets
+        from ...readers import rewrite_edge_targets
 
         self.name = name
         rewrite_edge_targets(doc)
@@ -149,8 +151,12 @@ class JsonProgram:
         self.constants = constants or {}
 
     @classmethod
-    def from_record(cls, record: Any, stage: str) -> "JsonProgram":
+    def from_record(cls, record: EtlensRecordLike | Record, stage: str) -> "JsonProgram":
         """Read ``stage`` of an ``etlens`` ETRecord (its JSON and its state dict / constants)."""
+        if isinstance(record, Record):
+            if record.etlens is None:
+                raise Unsupported("only an etlens ETRecord stores its programs as JSON")
+            record = record.etlens
         doc = record.program_json(stage)
         return cls(doc, lambda: _stage_tensors(record, stage), None, stage)
 
@@ -267,7 +273,7 @@ class JsonProgram:
         Values are dropped after their last use unless ``keep(name)`` says otherwise, so memory stays
         at the live set of the forward pass plus what ``on_node`` keeps.
         """
-        from ..readers._torch_compat import ensure_quant_ops
+        from ...readers import ensure_quant_ops
 
         if any("quantized_decomposed" in n.target for n in self.nodes):
             ensure_quant_ops()  # importing torch.ao.quantization costs ~1 s: only when needed
@@ -363,24 +369,13 @@ def _input_names(inputs: list) -> list[str]:
     return out
 
 
-def _stage_tensors(record: Any, stage: str) -> tuple[dict, dict]:
+def _stage_tensors(record: EtlensRecordLike, stage: str) -> tuple[dict, dict]:
     """The state dict and constants of ``stage`` from an etlens ETRecord.
 
-    Tries the fast restricted unpickler (:mod:`._numerics_tensors`) first and the reader's
+    Tries the fast restricted unpickler (:mod:`.tensors`) first and the reader's
     ``torch.load(weights_only=True)`` when that refuses something.
     """
-    from ._numerics_tensors import load_tensors_fast
+    from .tensors import load_tensors_fast
 
-    try:
-        entry = record._entry(stage)
-        out = []
-        with record._zip() as z:
-            for suffix in ("_state_dict", "_constants"):
-                name = entry + suffix
-                try:
-                    out.append(load_tensors_fast(z.read(name)))
-                except Exception:  # noqa: BLE001 - anything unusual: let torch's safe loader decide
-                    out.append(record._load_tensor_entry(z, name))
-    except AttributeError as exc:
-        raise Unsupported("the record does not expose its tensors") from exc
-    return out[0] or {}, out[1] or {}
+    state_dict, constants = record.stage_tensors(stage, decode=load_tensors_fast)
+    return state_dict or {}, constants or {}

@@ -36,6 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from .reasons import Reason
+
 __all__ = ["merge_runtime_handles", "merge_handle_tuples", "pair_outputs", "PairResult", "PairInfo", "Unpaired",
            "HandleNameIndex", "UnionFind"]
 
@@ -128,7 +130,7 @@ class Unpaired:
 
     side: str  # "reference" | "runtime"
     debug_handle: tuple
-    reason: str
+    reason: Reason
     detail: str = ""
     runtime_debug_handle: tuple | None = None
 
@@ -177,24 +179,12 @@ def _pick_by_shape(aot_out: Any, runtime_out: Sequence) -> tuple[Any, str]:
     return runtime_out[-1], "last"
 
 
-def pair_outputs(aot_outputs: dict, runtime_outputs: dict) -> PairResult:
-    """Pair reference outputs with (merged) runtime outputs, ExecuTorch's way, near-linearly.
+def _connected_groups(aot_keys: list[tuple], rt_keys: list[tuple]) -> list[list[int]]:
+    """Entries that share a handle, grouped (union-find): AOT entries are ``0..n_aot-1``, runtime after.
 
-    Args:
-        aot_outputs: ``{aot_handle_tuple: output}`` in reference-graph order (a tensor, a list of
-            tensors for multi-output ops, or a Python scalar).
-        runtime_outputs: ``{merged_runtime_handle_tuple: (output, num_outputs)}`` where ``output`` is
-            the list of tensors the event logged.
-
-    Returns:
-        a :class:`PairResult`; ``mapping`` equals ExecuTorch's ``map_runtime_aot_intermediate_outputs``
-        (same keys, same order) except that groups ExecuTorch would crash on are reported in
-        ``unpaired`` instead.
+    Members are in index order; groups are ordered by their smallest index (= first AOT entry).
     """
-    aot_keys = list(aot_outputs)
-    rt_keys = list(runtime_outputs)
     n_aot = len(aot_keys)
-    # handle -> node indices holding it, per side (AOT nodes are 0..n_aot-1, runtime after)
     aot_by_h: dict[int, list[int]] = {}
     for i, key in enumerate(aot_keys):
         for h in set(key):
@@ -213,107 +203,147 @@ def pair_outputs(aot_outputs: dict, runtime_outputs: dict) -> PairResult:
             uf.union(first, x)
         for x in rt_nodes[1:]:
             uf.union(first, x)
-    # group members in index order; groups ordered by their smallest index (= first AOT entry)
     groups: dict[int, list[int]] = {}
     for x in range(n_aot + len(rt_keys)):
         groups.setdefault(uf.find(x), []).append(x)
+    return list(groups.values())
 
+
+def _unpairable_group(aot: list[tuple], rt: list[tuple]) -> list[Unpaired]:
+    """Leftovers of a group that cannot pair: one side empty, or several runtime events (ambiguous)."""
+    if not rt:
+        return [Unpaired("reference", k, Reason.NO_RUNTIME_EVENT) for k in aot]
+    if not aot:
+        return [Unpaired("runtime", k, Reason.NO_REFERENCE_OUTPUT) for k in rt]
+    # ExecuTorch raises here ("Expected only one runtime debug handle"); we report the group.
+    detail = "reference handles overlap several separate runtime events: " + ", ".join(str(k) for k in rt)
+    return ([Unpaired("reference", k, Reason.AMBIGUOUS, detail) for k in aot]
+            + [Unpaired("runtime", k, Reason.AMBIGUOUS, detail) for k in rt])
+
+
+def _multi_output_value(aot_out: Any, rt_out: Any, neg: int, key: tuple, rt_handle: tuple
+                        ) -> tuple[Any, Any] | Unpaired:
+    """``(reference tuple, runtime tuple)`` for a reference op with several outputs, or why not."""
+    if not _is_seq(rt_out) or not rt_out:
+        return Unpaired("reference", key, Reason.MULTI_OUTPUT, "the reference op returns several tensors but the "
+                        "runtime logged no tensor list", rt_handle)
+    last = rt_out[neg] if len(rt_out) >= -neg else None
+    if isinstance(last, list) and all(_shape(t) is not None for t in last):
+        mapped = last
+    elif _shape(last) is not None:
+        mapped = rt_out
+    else:
+        return Unpaired("reference", key, Reason.MULTI_OUTPUT,
+                        "the runtime output is not a tensor or a list of tensors", rt_handle)
+    return tuple(aot_out), tuple(mapped)
+
+
+def _single_output_value(aot_out: Any, rt_out: Any, i: int, num_outputs: int, rt_handle: tuple
+                         ) -> tuple[Any, str] | Unpaired:
+    """``(runtime value, how it was chosen)`` for a reference op with one output, or why none fits."""
+    neg = -(i + 1)
+    if not _is_seq(rt_out):
+        return rt_out, ""
+    if len(rt_out) < -neg:
+        return Unpaired("runtime", rt_handle, Reason.NO_INTERMEDIATE_OUTPUT,
+                        f"the event logged {len(rt_out)} tensors, output {i} is missing", rt_handle)
+    if num_outputs == 1 and len(rt_out) > 1 and _shape(aot_out) is not None:
+        return _pick_by_shape(aot_out, rt_out)
+    return rt_out[neg], "position"
+
+
+def _pair_group(result: PairResult, group: int, rt_handle: tuple, rt_out: Any, num_outputs: int,
+                aot_map: dict) -> None:
+    """Pair runtime output ``i`` (the ``-(i+1)``-th handle / tensor) of one event with its reference output."""
+    aot_handles = list(aot_map)
+    combined = {k[0] for k in aot_handles if k}
+    rt_set = set(rt_handle)
+    made = 0
+    for i in range(num_outputs):
+        neg = -(i + 1)
+        if not combined <= rt_set:
+            result.unpaired.append(Unpaired(
+                "runtime", rt_handle, Reason.HANDLES_NOT_COVERED,
+                f"reference handles {sorted(combined - rt_set)} of this group are not in the runtime "
+                f"handle set", rt_handle))
+            break
+        if i >= len(rt_handle):
+            result.unpaired.append(Unpaired(
+                "runtime", rt_handle, Reason.MULTI_OUTPUT,
+                f"the event has {num_outputs} outputs but only {len(rt_handle)} debug handles", rt_handle))
+            break
+        key = (rt_handle[neg],)
+        if key not in aot_map:
+            result.unpaired.append(Unpaired(
+                "runtime", rt_handle, Reason.NO_REFERENCE_OUTPUT,
+                f"output {i} maps to handle {key[0]}, which has no reference output", rt_handle))
+            continue
+        aot_out = aot_map[key]
+        if _is_seq(aot_out):
+            picked = _multi_output_value(aot_out, rt_out, neg, key, rt_handle)
+            if isinstance(picked, Unpaired):
+                result.unpaired.append(picked)
+                continue
+            (aot_value, rt_value), choice = picked, ""
+        else:
+            picked = _single_output_value(aot_out, rt_out, i, num_outputs, rt_handle)
+            if isinstance(picked, Unpaired):
+                result.unpaired.append(picked)
+                continue
+            aot_value, (rt_value, choice) = aot_out, picked
+        _record_pair(result, (rt_handle, aot_value), rt_value,
+                     PairInfo(group, i, key, aot_handles, rt_handle, choice))
+        made += 1
+    if made == 0:
+        for k in aot_handles:
+            result.unpaired.append(Unpaired("reference", k, Reason.NOT_COMPARED,
+                                            "grouped with a runtime event but no output could be paired",
+                                            rt_handle))
+
+
+def _record_pair(result: PairResult, map_key: tuple, rt_value: Any, info: PairInfo) -> None:
+    """Add one mapping entry; the same reference output chosen twice keeps the later (as ExecuTorch)."""
+    if map_key in result.mapping:
+        idx = list(result.mapping).index(map_key)
+        result.info[idx] = info
+    else:
+        result.info.append(info)
+    result.mapping[map_key] = (map_key[0], rt_value)
+
+
+def pair_outputs(aot_outputs: dict, runtime_outputs: dict) -> PairResult:
+    """Pair reference outputs with (merged) runtime outputs, ExecuTorch's way, near-linearly.
+
+    Args:
+        aot_outputs: ``{aot_handle_tuple: output}`` in reference-graph order (a tensor, a list of
+            tensors for multi-output ops, or a Python scalar).
+        runtime_outputs: ``{merged_runtime_handle_tuple: (output, num_outputs)}`` where ``output`` is
+            the list of tensors the event logged.
+
+    Returns:
+        a :class:`PairResult`; ``mapping`` equals ExecuTorch's ``map_runtime_aot_intermediate_outputs``
+        (same keys, same order) except that groups ExecuTorch would crash on are reported in
+        ``unpaired`` instead.
+
+    Steps: group entries sharing a handle (:func:`_connected_groups`); report groups that cannot
+    pair (:func:`_unpairable_group`); pair each remaining group's runtime outputs with the
+    reference outputs their handles name (:func:`_pair_group`).
+    """
+    aot_keys = list(aot_outputs)
+    rt_keys = list(runtime_outputs)
+    n_aot = len(aot_keys)
     result = PairResult()
     group_no = 0
-    for members in groups.values():
-        aot_members = [x for x in members if x < n_aot]
-        rt_members = [x - n_aot for x in members if x >= n_aot]
-        if not rt_members:
-            for x in aot_members:
-                result.unpaired.append(Unpaired("reference", aot_keys[x], "no_runtime_event"))
+    for members in _connected_groups(aot_keys, rt_keys):
+        aot = [aot_keys[x] for x in members if x < n_aot]
+        rt = [rt_keys[x - n_aot] for x in members if x >= n_aot]
+        if len(rt) != 1 or not aot:
+            result.unpaired.extend(_unpairable_group(aot, rt))
             continue
-        if not aot_members:
-            for j in rt_members:
-                result.unpaired.append(Unpaired("runtime", rt_keys[j], "no_reference_output"))
-            continue
-        if len(rt_members) != 1:
-            # ExecuTorch raises here ("Expected only one runtime debug handle"); we report the group.
-            detail = "reference handles overlap several separate runtime events: " + ", ".join(
-                str(rt_keys[j]) for j in rt_members)
-            for x in aot_members:
-                result.unpaired.append(Unpaired("reference", aot_keys[x], "ambiguous", detail))
-            for j in rt_members:
-                result.unpaired.append(Unpaired("runtime", rt_keys[j], "ambiguous", detail))
-            continue
-        group = group_no
-        group_no += 1
-        rt_handle = rt_keys[rt_members[0]]
+        rt_handle = rt[0]
         rt_out, num_outputs = runtime_outputs[rt_handle]
-        aot_map = {aot_keys[x]: aot_outputs[aot_keys[x]] for x in aot_members}
-        aot_handles = list(aot_map)
-        combined = {k[0] for k in aot_handles if k}
-        rt_set = set(rt_handle)
-        made = 0
-        for i in range(num_outputs):
-            neg = -(i + 1)
-            if not combined <= rt_set:
-                result.unpaired.append(Unpaired(
-                    "runtime", rt_handle, "handles_not_covered",
-                    f"reference handles {sorted(combined - rt_set)} of this group are not in the runtime "
-                    f"handle set", rt_handle))
-                break
-            if i >= len(rt_handle):
-                result.unpaired.append(Unpaired(
-                    "runtime", rt_handle, "multi_output",
-                    f"the event has {num_outputs} outputs but only {len(rt_handle)} debug handles", rt_handle))
-                break
-            key = (rt_handle[neg],)
-            if key not in aot_map:
-                result.unpaired.append(Unpaired(
-                    "runtime", rt_handle, "no_reference_output",
-                    f"output {i} maps to handle {key[0]}, which has no reference output", rt_handle))
-                continue
-            aot_out = aot_map[key]
-            choice = ""
-            if _is_seq(aot_out):
-                if not _is_seq(rt_out) or not rt_out:
-                    result.unpaired.append(Unpaired("reference", key, "multi_output",
-                                                    "the reference op returns several tensors but the runtime "
-                                                    "logged no tensor list", rt_handle))
-                    continue
-                last = rt_out[neg] if len(rt_out) >= -neg else None
-                if isinstance(last, list) and all(_shape(t) is not None for t in last):
-                    mapped = last
-                elif _shape(last) is not None:
-                    mapped = rt_out
-                else:
-                    result.unpaired.append(Unpaired("reference", key, "multi_output",
-                                                    "the runtime output is not a tensor or a list of tensors",
-                                                    rt_handle))
-                    continue
-                aot_value, rt_value = tuple(aot_out), tuple(mapped)
-            else:
-                aot_value = aot_out
-                if not _is_seq(rt_out):
-                    rt_value = rt_out
-                elif len(rt_out) < -neg:
-                    result.unpaired.append(Unpaired(
-                        "runtime", rt_handle, "no_intermediate_output",
-                        f"the event logged {len(rt_out)} tensors, output {i} is missing", rt_handle))
-                    continue
-                elif num_outputs == 1 and len(rt_out) > 1 and _shape(aot_out) is not None:
-                    rt_value, choice = _pick_by_shape(aot_out, rt_out)
-                else:
-                    rt_value, choice = rt_out[neg], "position"
-            map_key = (rt_handle, aot_value)
-            info = PairInfo(group, i, key, aot_handles, rt_handle, choice)
-            if map_key in result.mapping:  # same reference output chosen twice: ExecuTorch keeps the later
-                idx = list(result.mapping).index(map_key)
-                result.info[idx] = info
-            else:
-                result.info.append(info)
-            result.mapping[map_key] = (rt_handle, rt_value)
-            made += 1
-        if made == 0:
-            for k in aot_handles:
-                result.unpaired.append(Unpaired("reference", k, "not_compared",
-                                                "grouped with a runtime event but no output could be paired",
-                                                rt_handle))
+        _pair_group(result, group_no, rt_handle, rt_out, num_outputs, {k: aot_outputs[k] for k in aot})
+        group_no += 1
     return result
 
 

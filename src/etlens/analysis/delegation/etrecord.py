@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
 
-from ..errors import MissingDataError
-from ..model import DelegateInfo, Graph, Node
+from ...errors import MissingDataError
+from ...model import DelegateInfo, Graph, Node
+from ...readers.etrecord import ETRecord
 
 __all__ = ["etrecord_graph"]
 
@@ -42,11 +42,11 @@ def _is_counted(node: Node) -> bool:
     return node.kind == "op" and not (node.target or "").startswith(("call_method:", "call_module:"))
 
 
-def etrecord_graph(record: Any, method: str, view: str) -> tuple[Graph, str, list[str]]:
+def etrecord_graph(record: ETRecord, method: str, view: str) -> tuple[Graph, str, list[str]]:
     """``(graph, source, notes)`` for ``method`` of an ETRecord; ``view`` is lowered|recorded."""
     stage = _EDGE_PREFIX + method
-    stages = list(getattr(record, "stages", []))
-    path = getattr(record, "path", "ETRecord")
+    stages = list(record.stages)
+    path = record.path or "ETRecord"
     if stage not in stages:
         edge = [s[len(_EDGE_PREFIX):] for s in stages if s.startswith(_EDGE_PREFIX)]
         if not edge:
@@ -58,9 +58,9 @@ def etrecord_graph(record: Any, method: str, view: str) -> tuple[Graph, str, lis
     recorded = record.graph(stage)
     if view == "recorded":
         return recorded, f"etrecord {path} ({stage}, as recorded: before partitioning)", []
-    delegates = dict(getattr(record, "delegate_map", {}).get(method, {}) or {})
-    handles = dict(getattr(record, "debug_handle_map", {}).get(method, {}) or {})
-    outs = dict(getattr(record, "instruction_id_to_num_outs_map", {}).get(method, {}) or {})
+    delegates = dict(record.delegate_map.get(method, {}) or {})
+    handles = dict(record.debug_handle_map.get(method, {}) or {})
+    outs = dict(record.instruction_id_to_num_outs_map.get(method, {}) or {})
     if not handles:
         note = ("the ETRecord has no debug_handle_map for this method (it was saved before "
                 "to_executorch), so delegation cannot be rebuilt: counting the recorded edge program, "

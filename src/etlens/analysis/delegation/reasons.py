@@ -80,8 +80,8 @@ def explain(exported_program: Any, partitioner: Any, names: Iterable[str]) -> di
 
 
 def _reason(node: Any, ep: Any, parts: list[Any], capture: _Capture) -> str:
-    from ..readers._fx import target_name
-    from .delegation import _STRUCTURAL
+    from ...readers import target_name
+    from .core import _STRUCTURAL
 
     tname = target_name(node.target)
     base = tname.split(".")[0] if tname else ""

@@ -20,7 +20,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from ..model.events import BlockColumns
+from ...model.events import BlockColumns
+from ..record import Record, as_record
 
 __all__ = ["RESERVED_FRAMEWORK_EVENT_NAMES", "NodeInfo", "handle_to_nodes", "resolve_block", "record_maps"]
 # (_kernel_matches and _method_score are used by the inspector to check and attribute records)
@@ -44,22 +45,25 @@ def _op_name_from_target(target: str) -> str:
     return target.rsplit(".", 1)[-1]
 
 
-def _parse_module_stack(s: str | None, _cache: dict = {}) -> dict:  # noqa: B006 - deliberate memo
+def _parse_module_stack(s: str | None, cache: dict) -> dict:
+    """``{key: (path, type)}`` of a serialized ``nn_module_stack``; ``cache`` (owned by the caller,
+    one per program) memoizes the text: many nodes of a program share one stack."""
     if not s:
         return {}
-    hit = _cache.get(s)
+    hit = cache.get(s)
     if hit is not None:
         return dict(hit)
-    from ..readers._export_json import parse_nn_module_stack
+    from ...readers import parse_nn_module_stack
 
     stack = {key: tuple(value) for key, value in parse_nn_module_stack(s).items()}
-    if len(_cache) < 100_000:
-        _cache[s] = stack
+    if len(cache) < 100_000:
+        cache[s] = stack
     return dict(stack)
 
 
 def _nodes_from_json(doc: dict) -> list[tuple[int, NodeInfo]]:
     out = []
+    stacks: dict[str, dict] = {}
     for n in doc.get("graph_module", {}).get("graph", {}).get("nodes", []):
         target = n.get("target", "")
         if target in ("_operator.getitem", "executorch.exir.memory.alloc"):
@@ -78,7 +82,7 @@ def _nodes_from_json(doc: dict) -> list[tuple[int, NodeInfo]]:
             if outs and isinstance(outs[0], dict) and "as_tensor" in outs[0]:
                 name = outs[0]["as_tensor"].get("name", "")
         out.append((handle, (name + "_", _op_name_from_target(target), meta.get("stack_trace") or None,
-                             _parse_module_stack(meta.get("nn_module_stack")))))
+                             _parse_module_stack(meta.get("nn_module_stack"), stacks))))
     return out
 
 
@@ -99,27 +103,25 @@ def _nodes_from_fx(graph_module) -> list[tuple[int, NodeInfo]]:
     return out
 
 
-def handle_to_nodes(record: Any, method: str = "forward", graph: str | None = None) -> dict[Any, list[NodeInfo]]:
-    """``{debug handle: [NodeInfo, ...]}`` of the reference graph of ``record``."""
+def handle_to_nodes(record: Record | Any, method: str = "forward",
+                    graph: str | None = None) -> dict[Any, list[NodeInfo]]:
+    """``{debug handle: [NodeInfo, ...]}`` of the reference graph of ``record`` (either ETRecord kind)."""
+    rec = as_record(record)
     nodes: list[tuple[int, NodeInfo]] = []
-    program_json = getattr(record, "program_json", None)
-    if program_json is not None:
-        stages = list(getattr(record, "stages", []))
+    if rec.etlens is not None:
+        stages = rec.stages()
         stage = graph
         if stage is None:
             edge = [s for s in stages if s.startswith("edge_dialect_exported_program/")]
             stage = f"edge_dialect_exported_program/{method}" if f"edge_dialect_exported_program/{method}" in edge \
                 else (edge[0] if edge else None)
         if stage is None:
-            warnings.warn(f"{getattr(record, 'path', 'ETRecord')}: no edge-dialect program; op types, stack "
+            warnings.warn(f"{rec.path}: no edge-dialect program; op types, stack "
                           "traces and module hierarchy stay empty (debug handles still resolve)", stacklevel=3)
             return {}
-        nodes = _nodes_from_json(program_json(stage))
+        nodes = _nodes_from_json(rec.etlens.program_json(stage))
     else:
-        ep = getattr(record, "edge_dialect_program", None) if graph is None else (
-            getattr(record, "graph_map", {}) or {}).get(graph)
-        if isinstance(ep, dict):
-            ep = ep.get(method)
+        ep = rec.edge_program(method, graph)
         if ep is None:
             return {}
         nodes = _nodes_from_fx(ep.graph_module)
@@ -129,12 +131,9 @@ def handle_to_nodes(record: Any, method: str = "forward", graph: str | None = No
     return table
 
 
-def record_maps(record: Any, method: str = "forward") -> tuple[dict | None, dict | None, dict | None]:
+def record_maps(record: Record | Any, method: str = "forward") -> tuple[dict | None, dict | None, dict | None]:
     """The raw ``(debug_handle_map, delegate_map, num_outs_map)`` of ``method`` (string keys, as stored)."""
-    dhm = getattr(record, "_debug_handle_map", None) or {}
-    dm = getattr(record, "_delegate_map", None)
-    nom = getattr(record, "_instruction_id_to_num_outs_map", None) or {}
-    return dhm.get(method), (dm.get(method) if dm is not None else None), nom.get(method)
+    return as_record(record).raw_maps(method)
 
 
 def resolve_block(block: BlockColumns, handle_map: dict | None, delegate_map: dict | None,

@@ -11,7 +11,7 @@ Reads the Inspector's events through the ExecuTorch-compatible ``Event`` fields 
   its handles (the fine-grained events are compared instead);
 * events with the same handle tuple: the one with the highest instruction id wins (the last
   instruction of a decomposition, e.g. ``addmm`` after ``permute_copy``); ties keep the first block;
-* overlapping handle tuples are then merged (:func:`~etlens.analysis._numerics_match.merge_runtime_handles`).
+* overlapping handle tuples are then merged (:func:`~etlens.analysis.numerics.match.merge_runtime_handles`).
 
 ``debug_data`` is read only for the winners, so lazily decoded tensors of superseded events are
 never materialised. Every event that is not used gets a reason, for ``explain_unpaired``.
@@ -23,7 +23,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._numerics_match import merge_runtime_handles
+from ..protocols import InspectorLike
+from .match import merge_runtime_handles
+from .reasons import Reason
 
 __all__ = ["RuntimeOutputs", "RuntimeEvent", "collect_runtime_outputs", "runtime_blocks", "FRAMEWORK_EVENTS"]
 
@@ -40,7 +42,7 @@ class RuntimeEvent:
     name: str
     instruction_id: Any
     debug_handle: tuple | None
-    reason: str
+    reason: Reason
     detail: str = ""
     delegated: bool = False
 
@@ -88,14 +90,15 @@ class _Block:
     events: list
 
 
-def runtime_blocks(inspector: Any, fast: bool = True) -> list:
+def runtime_blocks(inspector: InspectorLike, fast: bool = True) -> list:
     """The inspector's event blocks, or with ``fast`` and an ``etlens.Inspector``, light blocks built
     from its columnar ``runtime_intermediate_outputs()`` holding only events that logged outputs
     (the same selection, without building an ``Event`` for each of the dump's events)."""
-    ros = getattr(inspector, "runtime_intermediate_outputs", None)
-    if fast and callable(ros):
+    from ..inspector import Inspector
+
+    if fast and isinstance(inspector, Inspector):
         blocks: dict[str, _Block] = {}
-        for ro in ros():
+        for ro in inspector.runtime_intermediate_outputs():
             blocks.setdefault(ro.block, _Block(ro.block, [])).events.append(_Ev(ro))
         return list(blocks.values())
     return list(inspector.event_blocks)
@@ -120,27 +123,27 @@ def collect_runtime_outputs(event_blocks: Any) -> RuntimeOutputs:
             handle = _norm(ev.debug_handles)
             delegated = bool(ev.is_delegated_op)
 
-            def unused(reason: str, detail: str = "") -> None:
+            def unused(reason: Reason, detail: str = "") -> None:
                 out.unused.append(RuntimeEvent(bname, name, ev._instruction_id, handle, reason, detail, delegated))
 
             if name in _EXCLUDED:
                 continue  # a wrapper of the kernel event right before it: not listed separately
             if not ev.op_types:
                 if name in FRAMEWORK_EVENTS:
-                    unused("framework_event", "runtime bookkeeping, not an operator")
+                    unused(Reason.FRAMEWORK_EVENT, "runtime bookkeeping, not an operator")
                 elif handle is None and delegated:
-                    unused("no_debug_handle", "a delegate-internal event whose delegate debug id has no entry "
+                    unused(Reason.NO_DEBUG_HANDLE, "a delegate-internal event whose delegate debug id has no entry "
                                               "in the ETRecord's delegate map, so no op can be tied to it")
                 elif handle is None:
-                    unused("no_debug_handle", "the event has no debug handle (its instruction id is not in the "
+                    unused(Reason.NO_DEBUG_HANDLE, "the event has no debug handle (its instruction id is not in the "
                                               "ETRecord's debug handle map)")
                 else:
-                    unused("no_graph_node", f"handles {handle} match no node of the ETRecord graph")
+                    unused(Reason.NO_GRAPH_NODE, f"handles {handle} match no node of the ETRecord graph")
                 continue
             if name == "DELEGATE_CALL":
                 inner = inner_by_backend.get(getattr(ev, "delegate_backend_name", None))
                 if inner and not inner.isdisjoint(handle):
-                    unused("covered_by_inner_events", "the backend logged per-operator intermediates inside "
+                    unused(Reason.COVERED_BY_INNER_EVENTS, "the backend logged per-operator intermediates inside "
                                                       "this delegate call; those are compared instead")
                     continue
             prev = best.get(handle)
@@ -148,12 +151,13 @@ def collect_runtime_outputs(event_blocks: Any) -> RuntimeOutputs:
             if prev is None or iid > prev[0]:
                 if prev is not None:
                     _, pev, pblock = prev
-                    superseded.append(RuntimeEvent(pblock, pev.name, pev._instruction_id, handle, "superseded", "",
+                    superseded.append(RuntimeEvent(pblock, pev.name, pev._instruction_id, handle, Reason.SUPERSEDED, "",
                                                    bool(pev.is_delegated_op)))
                 best[handle] = (iid, ev, bname)
                 out.op_names[handle] = [name]
             else:
-                superseded.append(RuntimeEvent(bname, name, ev._instruction_id, handle, "superseded", "", delegated))
+                superseded.append(RuntimeEvent(bname, name, ev._instruction_id, handle, Reason.SUPERSEDED, "",
+                                               delegated))
 
     for ev in superseded:
         iid, win, _ = best[ev.debug_handle]

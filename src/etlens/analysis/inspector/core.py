@@ -6,8 +6,10 @@ Switch by changing the import; constructor arguments, ``event_blocks``, ``Event`
 The ETDump is decoded natively (no ``flatc``, no JSON), events stay in numpy columns
 (:class:`~etlens.model.events.BlockColumns`) and ``Event`` objects are only built when
 ``event_blocks`` is read; debug tensors are decoded from the memory-mapped debug buffer on first
-access. Beyond ExecuTorch: :meth:`Inspector.get_op_list`, :meth:`Inspector.write_tensorboard_artifact`,
-:meth:`Inspector.write_perfetto_trace`, ``method=`` for multi-method programs, bf16/float8 tensors.
+access. Beyond ExecuTorch: :meth:`Inspector.get_op_list`, ``method=`` for multi-method programs,
+bf16/float8 tensors. The methods that render views (``print_data_tabular``,
+``write_tensorboard_artifact``, ``write_perfetto_trace``, ``summary_text``) are added by the facade
+class :class:`etlens.compat.Inspector`, which is what ``etlens.Inspector`` is.
 
 Example::
 
@@ -27,18 +29,18 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import warnings
 from typing import IO, Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from ..errors import EtlensError, FormatError, MissingDataError
-from ..model.events import BlockColumns, PerfData, TimeScale, calculate_time_scale_factor
-from ..readers.etdump import SCALAR_TYPES, V_TENSOR, DebugBuffer, ETDump, read_etdump
-from ._inspector_etrecord import _kernel_matches, _method_score
-from ._inspector_events import Event, EventBlock, RuntimeOutput
-from ._inspector_frame import EXCLUDED_COLUMNS_WHEN_PRINTING, EXCLUDED_EVENTS_WHEN_PRINTING, LazyList, build_frame
+from ...errors import EtlensError, FormatError, MissingDataError
+from ...model.events import BlockColumns, PerfData, TimeScale, calculate_time_scale_factor
+from ...readers.etdump import SCALAR_TYPES, V_TENSOR, V_TENSOR_LIST, DebugBuffer, ETDump, read_etdump
+from ..record import Record, as_record
+from .etrecord import _kernel_matches, _method_score
+from .events import Event, EventBlock, RuntimeOutput
+from .frame import EXCLUDED_COLUMNS_WHEN_PRINTING, EXCLUDED_EVENTS_WHEN_PRINTING, LazyList, build_frame
 
 __all__ = ["Inspector", "Event", "EventBlock", "PerfData", "TimeScale", "RuntimeOutput"]
 
@@ -51,7 +53,7 @@ def _load_record(etrecord: Any):
     if etrecord is None:
         return None
     if isinstance(etrecord, (str, os.PathLike)):
-        from ..readers.etrecord import read as read_etrecord
+        from ...readers.etrecord import read as read_etrecord
 
         return read_etrecord(etrecord)
     if hasattr(etrecord, "_debug_handle_map") or hasattr(etrecord, "debug_handle_map"):
@@ -109,7 +111,12 @@ class Inspector:
         self._delegate_time_scale_converter = delegate_time_scale_converter
         self._enable_module_hierarchy = enable_module_hierarchy
         self._reference_graph_name = reference_graph_name
-        self._etrecord = _load_record(etrecord)
+        self._etrecord = _load_record(etrecord)  # as given (ExecuTorch's attribute name)
+        #: the ETRecord behind one interface, whichever kind was given (``None`` without one)
+        self.record: Optional[Record] = as_record(self._etrecord) if self._etrecord is not None else None
+        #: :func:`etlens.analysis.numerics.analyze` results, keyed by (reference graph, validation,
+        #: keep_outputs): running the reference is the costly part, a new metric reuses it
+        self.numerics_cache: dict[tuple, Any] = {}
         self._dump: ETDump = read_etdump(etdump_path if etdump_path is not None else etdump_data)
         self._buffer: Optional[DebugBuffer] = None
         if debug_buffer_path is not None or debug_buffer_data is not None:
@@ -119,7 +126,7 @@ class Inspector:
             warnings.warn("Output Buffer not found. Tensor Debug Data will not be available "
                           "(debug_data tensors are zeros of the logged shape; timings are complete).", stacklevel=2)
         scale = calculate_time_scale_factor(source_time_scale, target_time_scale)
-        from ._inspector_build import build_blocks
+        from .build import build_blocks
 
         self._blocks: list[BlockColumns] = build_blocks(self._dump, scale, delegate_time_scale_converter)
         self._event_blocks: Optional[list[EventBlock]] = None
@@ -136,7 +143,7 @@ class Inspector:
         return cls(etdump_path=etdump, etrecord=etrecord, debug_buffer_path=debug_buffer, **kw)
 
     def _has_tensors(self) -> bool:
-        return any(bool((r.value_type == V_TENSOR).any()) or bool((r.value_type == 6).any()) for r in self._dump.runs)
+        return any(bool(np.isin(r.value_type, (V_TENSOR, V_TENSOR_LIST)).any()) for r in self._dump.runs)
 
     def _check_buffer(self) -> None:
         """Warn once about tensors that lie past the end of the debug buffer."""
@@ -171,26 +178,25 @@ class Inspector:
     def _method_name(self) -> str:
         if self._method:
             return self._method
-        rec = self._etrecord
-        dhm = getattr(rec, "_debug_handle_map", None) or {}
+        dhm = self.record.handle_maps() if self.record is not None else {}
         if FORWARD not in dhm and len(dhm) == 1:
             return next(iter(dhm))
         return FORWARD
 
     def _consume_etrecord(self) -> None:
-        if self._etrecord is None:
+        if self.record is None:
             return
-        from ._inspector_etrecord import handle_to_nodes, record_maps, resolve_block
+        from .etrecord import handle_to_nodes, record_maps, resolve_block
 
         graph = None if self._reference_graph_name == EDGE_DIALECT_GRAPH_KEY else self._reference_graph_name
-        dhm = getattr(self._etrecord, "_debug_handle_map", None) or {}
+        dhm = self.record.handle_maps()
         methods = [self._method] if self._method else (list(dhm) or [FORWARD])
         self._block_methods = [self._method_name()] * len(self._blocks)
         nodes_of: dict[str, dict] = {}
 
         def nodes_for(m: str) -> dict:
             if m not in nodes_of:
-                nodes_of[m] = handle_to_nodes(self._etrecord, m, graph)
+                nodes_of[m] = handle_to_nodes(self.record, m, graph)
             return nodes_of[m]
 
         if len(methods) > 1:
@@ -203,7 +209,7 @@ class Inspector:
         checked_any = False
         for bi, block in enumerate(self._blocks):
             method = self._block_methods[bi]
-            handle_map, delegate_map, num_outs = record_maps(self._etrecord, method)
+            handle_map, delegate_map, num_outs = record_maps(self.record, method)
             if handle_map is None:
                 continue
             checked_any = True
@@ -216,12 +222,12 @@ class Inspector:
 
     def _check_record_matches(self) -> None:
         """Warn when the ETRecord is evidently not the one of this ETDump's program."""
-        from ._inspector_etrecord import record_maps
+        from .etrecord import record_maps
 
         framework = ("Method::init", "Program::load_method", "Method::execute")
         missing = wrong_kernel = checked = bad_delegate = 0
         for bi, b in enumerate(self._blocks):
-            handle_map, delegate_map, _ = record_maps(self._etrecord, self._block_methods[bi])
+            handle_map, delegate_map, _ = record_maps(self.record, self._block_methods[bi])
             handle_map = handle_map or {}
             for i, name in enumerate(b.names):
                 instr = int(b.instruction_ids[i])
@@ -295,14 +301,11 @@ class Inspector:
         return out if any(out) else []
 
     def _reference_output(self, b: BlockColumns):
-        rec = self._etrecord
-        if rec is None:
-            return None
-        entries = getattr(rec, "entries", None)
-        if entries is not None and "reference_outputs" not in entries:
+        rec = self.record
+        if rec is None or not rec.may_have_reference_outputs():
             return None
         try:
-            ref = rec._reference_outputs
+            ref = rec.reference_outputs()
         except EtlensError as exc:
             warnings.warn(f"reference outputs unavailable: {exc}", stacklevel=3)
             return None
@@ -383,24 +386,19 @@ class Inspector:
                                    "(was the program run with ETDump enabled?)")
         return build_frame(cols, units)
 
-    def _prepare_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False):
+    def printed_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False):
+        """The table ``print_data_tabular`` prints and ``save_data_to_tsv`` writes: ``OPERATOR_CALL``
+        rows and bulky columns (raw timings, debug data …) left out."""
         df = self.to_dataframe(include_units, include_delegate_debug_data)
         df = df.drop(columns=EXCLUDED_COLUMNS_WHEN_PRINTING)
         for name in EXCLUDED_EVENTS_WHEN_PRINTING:
             df = df[~df["event_name"].str.contains(name)]
         return df.reset_index(drop=True)
 
-    def print_data_tabular(self, file: IO[str] = sys.stdout, include_units: bool = True,
-                           include_delegate_debug_data: bool = False) -> None:
-        """Print the events as a table (``OPERATOR_CALL`` rows and bulky columns left out)."""
-        from ..views.tables import display_or_print_df
-
-        display_or_print_df(self._prepare_dataframe(include_units, include_delegate_debug_data), file)
-
     def save_data_to_tsv(self, file: IO[str], include_units: bool = True,
                          include_delegate_debug_data: bool = False) -> None:
         """Write the printed table as TSV (for spreadsheets)."""
-        self._prepare_dataframe(include_units, include_delegate_debug_data).to_csv(file, sep="\t")
+        self.printed_dataframe(include_units, include_delegate_debug_data).to_csv(file, sep="\t")
 
     def find_total_for_module(self, module_name: str) -> float:
         """Sum of average times of the events (not ``OPERATOR_CALL``) inside module ``module_name``."""
@@ -442,18 +440,6 @@ class Inspector:
                     out.setdefault(op, []).append(e)
         return out
 
-    def write_tensorboard_artifact(self, path: str) -> None:
-        """Write per-operator latency as a TensorBoard event file under directory ``path``."""
-        from ..views.tensorboard import write_tensorboard
-
-        write_tensorboard(self, path)
-
-    def write_perfetto_trace(self, path: str) -> None:
-        """Write a Chrome trace-event JSON timeline (open it in https://ui.perfetto.dev)."""
-        from ..views.perfetto import write_perfetto
-
-        write_perfetto(self, path)
-
     def runtime_intermediate_outputs(self) -> List[RuntimeOutput]:
         """Every operator event that logged intermediate outputs, for numeric comparison.
 
@@ -473,6 +459,21 @@ class Inspector:
                                          list(b.op_types[i]), b.is_delegated[i], b.backend_names[i],
                                          self._debug_list(r0, idxs)))
         return out
+
+    @property
+    def has_debug_buffer(self) -> bool:
+        """Whether a debug buffer was given (logged tensors decode to real values, not zeros)."""
+        return self._buffer is not None
+
+    @property
+    def source_time_scale(self) -> TimeScale:
+        """The unit the ETDump's timestamps are in."""
+        return self._source_time_scale
+
+    @property
+    def target_time_scale(self) -> TimeScale:
+        """The unit the tables and ``PerfData`` report times in."""
+        return self._target_time_scale
 
     @property
     def etdump(self) -> ETDump:
@@ -496,24 +497,18 @@ class Inspector:
     def calculate_numeric_gap(self, *args, **kwargs):
         """Per-operator numeric gap between the ETRecord reference and the runtime outputs
         (see :func:`etlens.analysis.numerics.calculate_numeric_gap`)."""
-        from . import numerics
+        from .. import numerics
 
         return numerics.calculate_numeric_gap(self, *args, **kwargs)
 
     def explain_unpaired(self, *args, **kwargs):
         """Why some runtime or reference outputs found no partner (see :mod:`etlens.analysis.numerics`)."""
-        from . import numerics
+        from .. import numerics
 
         return numerics.explain_unpaired(self, *args, **kwargs)
 
     def first_divergence(self, *args, **kwargs):
         """The earliest operator whose numeric gap passes a threshold (see :mod:`etlens.analysis.numerics`)."""
-        from . import numerics
+        from .. import numerics
 
         return numerics.first_divergence(self, *args, **kwargs)
-
-    def summary_text(self, top: int = 5) -> str:
-        """One paragraph: total time per block, top operators, delegated share of time."""
-        from ..views.tables import summary_paragraph
-
-        return summary_paragraph(self, top)

@@ -44,8 +44,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import EtlensError, MissingDataError, UnsupportedFormatError
-from ..model import Graph, Node
+from ...errors import EtlensError, MissingDataError, UnsupportedFormatError
+from ...model import Graph, Node
 
 __all__ = [
     "DelegationBreakdown",
@@ -58,6 +58,10 @@ __all__ = [
     "delegation_graph",
     "info_from_graph",
     "format_graph_text",
+    "ResolvedProgram",
+    "ProgramResolver",
+    "resolve_program",
+    "default_resolver",
 ]
 
 #: Column names of :meth:`DelegationInfo.get_operator_delegation_dataframe` (as in ExecuTorch).
@@ -314,7 +318,9 @@ def info_from_graph(graph: Graph, source: str = "", notes: list[str] | None = No
 
 # -- resolving any input to (Graph, fx objects) ----------------------------------------------------
 @dataclass
-class _Resolved:
+class ResolvedProgram:
+    """Any program-like input, resolved once: the etlens graph plus the fx objects behind it (if any)."""
+
     graph: Graph
     source: str
     notes: list[str] = field(default_factory=list)
@@ -338,69 +344,105 @@ def _pick_method(graphs: dict[str, Graph], method: str | None, where: str) -> tu
     return method, graphs[method]
 
 
-def _resolve(obj: Any, method: str | None, etrecord_view: str) -> _Resolved:
-    from ..readers.exported import graph_from_exported_program, graph_from_graph_module
+class _LRU:
+    """A small least-recently-inserted cache (oldest entry dropped when full)."""
 
-    if isinstance(obj, Graph):
-        return _Resolved(obj, f"graph {obj.name!r}")
-    if isinstance(obj, (str, os.PathLike)):
-        return _resolve_path(os.fspath(obj), method, etrecord_view)
-    kind = type(obj).__name__
-    if kind in ("EdgeProgramManager", "ExecutorchProgramManager") and hasattr(obj, "exported_program"):
-        methods = list(getattr(obj, "methods", []) or ["forward"])
-        m = method or ("forward" if "forward" in methods else methods[0])
-        if m not in methods:
-            raise MissingDataError(f"{kind}: no method {m!r} (methods: {', '.join(methods)})")
-        ep = obj.exported_program(m)
-        return _Resolved(graph_from_exported_program(ep, m, format=kind), f"{kind} method {m!r}",
-                         graph_module=ep.graph_module, exported_program=ep)
-    if hasattr(obj, "graph_module") and hasattr(obj, "graph_signature"):
-        return _Resolved(graph_from_exported_program(obj, "program"), "ExportedProgram",
-                         graph_module=obj.graph_module, exported_program=obj)
-    if _is_graph_module(obj):
-        return _Resolved(graph_from_graph_module(obj, "graph_module"), "GraphModule", graph_module=obj)
-    if hasattr(obj, "graphs") and hasattr(obj, "format"):  # an etlens Artifact
-        name, g = _pick_method(obj.graphs(), method, f"{obj.format} artifact")
-        return _Resolved(g, f"{obj.format} {getattr(obj, 'path', '') or ''} ({name})".strip())
-    raise UnsupportedFormatError(
-        f"get_delegation_info: cannot read a {type(obj).__module__}.{kind}; pass a lowered GraphModule, "
-        "an ExportedProgram, an EdgeProgramManager, an etlens Graph or the path of a .etrecord/.pte/.pt2")
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: dict[tuple, ResolvedProgram] = {}
+
+    def get(self, key: tuple) -> ResolvedProgram | None:
+        return self._items.get(key)
+
+    def put(self, key: tuple, value: ResolvedProgram) -> None:
+        if len(self._items) >= self.size:
+            self._items.pop(next(iter(self._items)))
+        self._items[key] = value
+
+    def clear(self) -> None:
+        self._items.clear()
 
 
-#: (path, size, mtime, method, view) -> _Resolved; rebuilding an ETRecord program costs ~1 s, and the
-#: CLI, the report and Model Explorer export often ask for the same file several times
-_PATH_CACHE: dict[tuple, _Resolved] = {}
-_PATH_CACHE_SIZE = 8
+class ProgramResolver:
+    """Turns any input :func:`get_delegation_info` accepts into a :class:`ResolvedProgram`.
+
+    Files are cached by (path, size, mtime, method, view): rebuilding an ETRecord program costs
+    ~1 s, and the CLI, the report and Model Explorer export often ask for the same file several
+    times. The cache belongs to the resolver; :data:`default_resolver` is the one the module-level
+    functions share (``default_resolver.clear()`` forgets every file).
+    """
+
+    def __init__(self, cache_size: int = 8) -> None:
+        self._cache = _LRU(cache_size)
+
+    def clear(self) -> None:
+        """Forget every cached file."""
+        self._cache.clear()
+
+    def resolve(self, obj: Any, method: str | None = None, etrecord_view: str = "lowered") -> ResolvedProgram:
+        """Resolve a program object, an etlens ``Graph`` / artifact, or a path."""
+        from ...readers.exported import graph_from_exported_program, graph_from_graph_module
+
+        if isinstance(obj, Graph):
+            return ResolvedProgram(obj, f"graph {obj.name!r}")
+        if isinstance(obj, (str, os.PathLike)):
+            return self._resolve_path(os.fspath(obj), method, etrecord_view)
+        kind = type(obj).__name__
+        if kind in ("EdgeProgramManager", "ExecutorchProgramManager") and hasattr(obj, "exported_program"):
+            methods = list(getattr(obj, "methods", []) or ["forward"])
+            m = method or ("forward" if "forward" in methods else methods[0])
+            if m not in methods:
+                raise MissingDataError(f"{kind}: no method {m!r} (methods: {', '.join(methods)})")
+            ep = obj.exported_program(m)
+            return ResolvedProgram(graph_from_exported_program(ep, m, format=kind), f"{kind} method {m!r}",
+                                   graph_module=ep.graph_module, exported_program=ep)
+        if hasattr(obj, "graph_module") and hasattr(obj, "graph_signature"):
+            return ResolvedProgram(graph_from_exported_program(obj, "program"), "ExportedProgram",
+                                   graph_module=obj.graph_module, exported_program=obj)
+        if _is_graph_module(obj):
+            return ResolvedProgram(graph_from_graph_module(obj, "graph_module"), "GraphModule", graph_module=obj)
+        if hasattr(obj, "graphs") and hasattr(obj, "format"):  # an etlens Artifact
+            name, g = _pick_method(obj.graphs(), method, f"{obj.format} artifact")
+            return ResolvedProgram(g, f"{obj.format} {getattr(obj, 'path', '') or ''} ({name})".strip())
+        raise UnsupportedFormatError(
+            f"get_delegation_info: cannot read a {type(obj).__module__}.{kind}; pass a lowered GraphModule, "
+            "an ExportedProgram, an EdgeProgramManager, an etlens Graph or the path of a .etrecord/.pte/.pt2")
+
+    def _resolve_path(self, path: str, method: str | None, etrecord_view: str) -> ResolvedProgram:
+        try:
+            st = os.stat(path)
+            key: tuple | None = (os.path.abspath(path), st.st_size, st.st_mtime_ns, method, etrecord_view)
+        except OSError:
+            key = None
+        res = self._cache.get(key) if key is not None else None
+        if res is None:
+            res = _resolve_path_uncached(path, method, etrecord_view)
+            if key is not None:
+                self._cache.put(key, res)
+        # a copy: callers may append notes
+        return ResolvedProgram(res.graph, res.source, list(res.notes), load_program=res.load_program)
 
 
-def _resolve_path(path: str, method: str | None, etrecord_view: str) -> _Resolved:
-    try:
-        st = os.stat(path)
-        key = (os.path.abspath(path), st.st_size, st.st_mtime_ns, method, etrecord_view)
-    except OSError:
-        key = None
-    if key is not None and key in _PATH_CACHE:
-        hit = _PATH_CACHE[key]
-        return _Resolved(hit.graph, hit.source, list(hit.notes), load_program=hit.load_program)
-    res = _resolve_path_uncached(path, method, etrecord_view)
-    if key is not None:
-        if len(_PATH_CACHE) >= _PATH_CACHE_SIZE:
-            _PATH_CACHE.pop(next(iter(_PATH_CACHE)))
-        _PATH_CACHE[key] = res
-    return _Resolved(res.graph, res.source, list(res.notes), load_program=res.load_program)
+#: the resolver the module-level functions share (its cache spans the CLI, report and viewer calls)
+default_resolver = ProgramResolver()
 
 
-def _resolve_path_uncached(path: str, method: str | None, etrecord_view: str) -> _Resolved:
-    from ..readers import read, sniff
+def resolve_program(obj: Any, method: str | None = None, etrecord_view: str = "lowered") -> ResolvedProgram:
+    """Resolve ``obj`` (program, graph, artifact or path) to its graph and fx objects (cached for files)."""
+    return default_resolver.resolve(obj, method, etrecord_view)
+
+
+def _resolve_path_uncached(path: str, method: str | None, etrecord_view: str) -> ResolvedProgram:
+    from ...readers import read, sniff
 
     spec = sniff(path)
     if spec.format == "etrecord":
-        from ._delegation_etrecord import etrecord_graph
+        from .etrecord import etrecord_graph
 
         record = read(path)
         graph, source, notes = etrecord_graph(record, method or "forward", etrecord_view)
         stage = f"edge_dialect_exported_program/{method or 'forward'}"
-        return _Resolved(graph, source, notes, load_program=lambda: record.load_exported_program(stage))
+        return ResolvedProgram(graph, source, notes, load_program=lambda: record.load_exported_program(stage))
     if spec.format == "etdump":
         raise UnsupportedFormatError(
             f"{path}: an ETDump holds runtime events, not the program; pass the .pte or .etrecord "
@@ -411,13 +453,13 @@ def _resolve_path_uncached(path: str, method: str | None, etrecord_view: str) ->
         if not graphs:
             raise MissingDataError(f"{path}: the pass trace has no snapshots")
         name = list(graphs)[-1]
-        return _Resolved(graphs[name], f"pass trace {path} (last snapshot {name!r})")
+        return ResolvedProgram(graphs[name], f"pass trace {path} (last snapshot {name!r})")
     name, g = _pick_method(graphs, method, path)
     notes = []
     if spec.format == "pt2":
         notes.append("a .pt2 is the torch.export program before lowering: it never contains delegates; "
                      "pass the .etrecord or .pte of the lowered program to see what a backend took")
-    return _Resolved(g, f"{spec.format} {path} ({name})", notes)
+    return ResolvedProgram(g, f"{spec.format} {path} ({name})", notes)
 
 
 # -- public API --------------------------------------------------------------------------------------
@@ -442,10 +484,10 @@ def get_delegation_info(obj: Any, *, method: str | None = None, partitioner: Any
     """
     if etrecord_view not in ("lowered", "recorded"):
         raise EtlensError(f"etrecord_view must be 'lowered' or 'recorded', got {etrecord_view!r}")
-    res = _resolve(obj, method, etrecord_view)
+    res = resolve_program(obj, method, etrecord_view)
     info = info_from_graph(res.graph, res.source, res.notes)
     if partitioner is not None:
-        from ._delegation_reasons import explain
+        from .reasons import explain
 
         program = res.exported_program
         if program is None and res.load_program is not None:
@@ -463,7 +505,7 @@ def get_delegation_info(obj: Any, *, method: str | None = None, partitioner: Any
 
 def delegation_graph(obj: Any, *, method: str | None = None, etrecord_view: str = "lowered") -> Graph:
     """The etlens :class:`Graph` that :func:`get_delegation_info` counts (delegates carry ``inner``)."""
-    return _resolve(obj, method, etrecord_view).graph
+    return resolve_program(obj, method, etrecord_view).graph
 
 
 def format_delegated_graph(obj: Any, *, method: str | None = None, compact: bool = False) -> str:
@@ -476,7 +518,7 @@ def format_delegated_graph(obj: Any, *, method: str | None = None, compact: bool
     lines: ``%name = aten.linear.default(%x, %w)``, tensor types on inputs, payload sizes on delegates.
     """
     if compact:
-        return format_graph_text(_resolve(obj, method, "lowered").graph)
+        return format_graph_text(resolve_program(obj, method, "lowered").graph)
     gm = None
     if _is_graph_module(obj):
         gm = obj
@@ -486,7 +528,7 @@ def format_delegated_graph(obj: Any, *, method: str | None = None, compact: bool
         gm = obj.exported_program(method or "forward").graph_module
     if gm is not None:
         return _format_fx(gm)
-    return format_graph_text(_resolve(obj, method, "lowered").graph)
+    return format_graph_text(resolve_program(obj, method, "lowered").graph)
 
 
 def print_delegated_graph(obj: Any, *, method: str | None = None, compact: bool = False) -> None:

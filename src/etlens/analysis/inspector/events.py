@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-from ..errors import EtlensError
-from ..model.events import PerfData, TimeScale
-from ._inspector_frame import build_frame
+from ...errors import EtlensError
+from ...model.events import PerfData, TimeScale
+from .frame import build_frame
 
 __all__ = ["Event", "EventBlock", "RuntimeOutput"]
 
@@ -63,7 +63,7 @@ class Event:
         return self._start_time
 
     def asdict(self, _units: str = "") -> dict:
-        from ._inspector_frame import truncated_op_types
+        from .frame import truncated_op_types
 
         p = self.perf_data
         return {

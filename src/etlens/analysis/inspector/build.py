@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import FormatError
-from ..model.events import BlockColumns
-from ..readers.etdump import DEBUG, PROFILE, ETDump, RunEvents
+from ...errors import FormatError
+from ...model.events import BlockColumns
+from ...readers.etdump import DEBUG, PROFILE, ETDump, RunEvents
 
 __all__ = ["build_blocks"]
 

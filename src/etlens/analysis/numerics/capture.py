@@ -27,15 +27,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from ..errors import MissingDataError
+from ...errors import MissingDataError
+from ..record import EDGE_PROGRAM, EXPORTED_PROGRAM, ETRecordLike, Record, as_record
 
 __all__ = ["ReferenceProgram", "RefNode", "Capture", "resolve_reference", "propagate_back_handles",
            "capture_reference", "handle_key", "EXPORTED_PROGRAM", "EDGE_PROGRAM", "UNSET_DEBUG_HANDLE"]
 
 log = logging.getLogger(__name__)
 
-EXPORTED_PROGRAM = "exported_program"
-EDGE_PROGRAM = "edge_dialect_exported_program"
 UNSET_DEBUG_HANDLE = 0
 _HINT_INPUTS = ("export with to_edge_transform_and_lower(..., generate_etrecord=True), then "
                 "etrecord = et_program.get_etrecord(); etrecord.update_representative_inputs([example_inputs]); "
@@ -52,7 +51,7 @@ class ReferenceProgram:
     """The resolved reference: its name, the program, and handles given by back-propagation (or None).
 
     ``program`` is a deserialized ``ExportedProgram`` / ``GraphModule``, or a
-    :class:`~etlens.analysis._numerics_jsonrun.JsonProgram` run straight from the ETRecord's JSON
+    :class:`~etlens.analysis.numerics.jsonrun.JsonProgram` run straight from the ETRecord's JSON
     (then ``fallback()`` gives the deserialized program if the JSON runner meets something it does
     not support).
     """
@@ -137,7 +136,7 @@ def _json_views(program: Any) -> list[tuple]:
 
 
 def _views(program: Any) -> list[tuple]:
-    from ._numerics_jsonrun import JsonProgram
+    from .jsonrun import JsonProgram
 
     return _json_views(program) if isinstance(program, JsonProgram) else _fx_views(program)
 
@@ -146,7 +145,7 @@ def propagate_back_handles(aten_program: Any, export_graph_id: Any, edge_program
                            disable_validation: bool = False) -> dict | None:
     """Debug handles for the ATen program's nodes, from the edge program's provenance chains.
 
-    Works on deserialized programs and on :class:`~etlens.analysis._numerics_jsonrun.JsonProgram`.
+    Works on deserialized programs and on :class:`~etlens.analysis.numerics.jsonrun.JsonProgram`.
     Returns ``{node name: handle}`` for the top-level ATen nodes (0 for nodes no edge node descends
     from), or ``None`` when some edge handle has no ATen node and ``disable_validation`` is false
     (the ATen program is then not a faithful reference). Linear in the total length of the chains.
@@ -188,33 +187,6 @@ def propagate_back_handles(aten_program: Any, export_graph_id: Any, edge_program
 
 
 # -- resolving the reference program -----------------------------------------------------------------
-def _load(record: Any, stage: str) -> Any:
-    loader = getattr(record, "load_exported_program", None)
-    if callable(loader):
-        return loader(stage)
-    if stage == EXPORTED_PROGRAM:
-        return getattr(record, "exported_program", None)
-    if stage.startswith(EDGE_PROGRAM):
-        edge = getattr(record, "edge_dialect_program", None)
-        if isinstance(edge, dict):
-            return edge.get(stage.split("/", 1)[1] if "/" in stage else "forward")
-        return edge
-    return (getattr(record, "graph_map", None) or {}).get(stage)
-
-
-def _stages(record: Any) -> list[str]:
-    stages = getattr(record, "stages", None)
-    if stages is not None:
-        return list(stages)
-    out = []
-    if getattr(record, "exported_program", None) is not None:
-        out.append(EXPORTED_PROGRAM)
-    if getattr(record, "edge_dialect_program", None) is not None:
-        out.append(EDGE_PROGRAM + "/forward")
-    out.extend((getattr(record, "graph_map", None) or {}).keys())
-    return out
-
-
 def _edge_stage(stages: list[str]) -> str | None:
     for s in stages:
         if s == EDGE_PROGRAM or s.startswith(EDGE_PROGRAM + "/"):
@@ -224,23 +196,23 @@ def _edge_stage(stages: list[str]) -> str | None:
     return edge[0] if edge else None
 
 
-def _json_loader(record: Any) -> Callable[[str], Any] | None:
+def _json_loader(record: Record) -> Callable[[str], Any] | None:
     """``stage -> JsonProgram`` for etlens ETRecords (they expose ``program_json``), else None."""
-    if not callable(getattr(record, "program_json", None)):
+    if record.etlens is None:
         return None
-    from ._numerics_jsonrun import JsonProgram
+    from .jsonrun import JsonProgram
 
     cache: dict[str, Any] = {}
 
     def load(stage: str) -> Any:
         if stage not in cache:
-            cache[stage] = JsonProgram.from_record(record, stage)
+            cache[stage] = JsonProgram.from_record(record.etlens, stage)
         return cache[stage]
 
     return load
 
 
-def resolve_reference(record: Any, reference_graph: str | None = None,
+def resolve_reference(record: ETRecordLike | Record, reference_graph: str | None = None,
                       disable_validation: bool = False, fast: bool = True) -> ReferenceProgram:
     """Pick the reference program as ExecuTorch does (see the module docstring).
 
@@ -250,8 +222,9 @@ def resolve_reference(record: Any, reference_graph: str | None = None,
     Raises :class:`~etlens.errors.MissingDataError` when the requested program is not in the record
     or the ATen program was asked for explicitly and the handle propagation failed.
     """
-    from ._numerics_jsonrun import Unsupported
+    from .jsonrun import Unsupported
 
+    record = as_record(record)
     loader = _json_loader(record) if fast else None
     if loader is not None:
         try:
@@ -260,20 +233,20 @@ def resolve_reference(record: Any, reference_graph: str | None = None,
             log.info("reading the reference from JSON is not supported here (%s); deserializing it", exc)
         else:
             stage = ref.program.name
-            ref.fallback = lambda: _load(record, stage)
+            ref.fallback = lambda: record.load_program(stage)
             return ref
-    return _resolve(record, reference_graph, disable_validation, lambda stage: _load(record, stage))
+    return _resolve(record, reference_graph, disable_validation, record.load_program)
 
 
-def _resolve(record: Any, reference_graph: str | None, disable_validation: bool,
+def _resolve(record: Record, reference_graph: str | None, disable_validation: bool,
              load: Callable[[str], Any]) -> ReferenceProgram:
-    stages = _stages(record)
+    stages = record.stages()
     edge_stage = _edge_stage(stages)
     if reference_graph in (None, EXPORTED_PROGRAM):
         aten = load(EXPORTED_PROGRAM) if EXPORTED_PROGRAM in stages else None
         handles = None
         if aten is not None and edge_stage is not None:
-            handles = propagate_back_handles(aten, getattr(record, "export_graph_id", None),
+            handles = propagate_back_handles(aten, record.export_graph_id,
                                              load(edge_stage), disable_validation)
         if handles is not None:
             return ReferenceProgram(EXPORTED_PROGRAM, aten, handles)
@@ -379,7 +352,7 @@ def capture_reference(ref: ReferenceProgram, inputs: Any,
         keep: optional ``handle tuple -> bool``; outputs of other handles are not kept (names and
             metadata still are), which bounds memory to what can be compared.
     """
-    from ._numerics_jsonrun import JsonProgram, Unsupported
+    from .jsonrun import JsonProgram, Unsupported
 
     if isinstance(ref.program, JsonProgram):
         try:
@@ -396,7 +369,7 @@ def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bo
     import torch
     from torch.utils._pytree import tree_leaves
 
-    from ._numerics_jsonrun import parse_module_stack
+    from .jsonrun import parse_module_stack
 
     prog = ref.program
     override = ref.handles
@@ -429,7 +402,7 @@ def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bo
         else:
             outputs[key] = result
 
-    from ._numerics_jsonrun import Unsupported
+    from .jsonrun import Unsupported
 
     with torch.no_grad():
         try:
@@ -455,7 +428,7 @@ def _capture_fx(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bool
     import torch
     from torch.utils._pytree import tree_leaves
 
-    from ..readers._fx import target_name
+    from ...readers import target_name
 
     program = ref.program
     gm = _graph_module(program)
