@@ -186,43 +186,26 @@ def generate_compare_html(graphs: Any, path: str | os.PathLike, *, title: str | 
 
 
 # ------------------------------------------------------------------------- extractors
-def _pick(graphs: dict[str, Graph], prefer: Iterable[str], path: str, stage: str | None) -> Graph:
-    if not graphs:
-        raise EtlensError(f"{path}: contains no graph to show")
-    if stage is not None:
-        if stage in graphs:
-            return graphs[stage]
-        raise EtlensError(f"{path}: no stage/method {stage!r}; available: {', '.join(graphs)}")
-    for name in prefer:
-        for key, g in graphs.items():
-            if key == name or key.endswith("/" + name):
-                return g
-    return next(iter(graphs.values()))
-
-
 def extract_from_pte(pte_path: str | os.PathLike, method: str | None = None) -> Graph:
     """The graph of ``method`` (default ``forward``) in a ``.pte`` program."""
     from ...readers import read
 
-    graphs = read(pte_path).graphs()
-    return _pick(graphs, ("forward",), os.fspath(pte_path), method)
+    return read(pte_path).graph(method, prefer=("forward",))
 
 
 def extract_from_etrecord(etrecord_path: str | os.PathLike, stage: str | None = None) -> Graph:
     """One stage of an ETRecord (default: the edge-dialect ``forward``, else the first)."""
     from ...readers import read
 
-    graphs = read(etrecord_path).graphs()
-    return _pick(graphs, ("edge_dialect_exported_program/forward", "edge_dialect_exported_program", "forward"),
-                 os.fspath(etrecord_path), stage)
+    return read(etrecord_path).graph(stage=stage, prefer=("edge_dialect_exported_program/forward",
+                                                          "edge_dialect_exported_program", "forward"))
 
 
 def extract_from_exported_program(exported_program: Any, name: str = "program") -> Graph:
     """The graph of an in-memory ``ExportedProgram`` or ``GraphModule``."""
     from ...readers import read_object
 
-    graphs = read_object(exported_program, name=name).graphs()
-    return _pick(graphs, ("forward",), name, None)
+    return read_object(exported_program, name=name).graph(prefer=("forward",))
 
 
 def visualize_edge_manager(edge_manager: Any, path: str | os.PathLike, method: str = "forward") -> str:
