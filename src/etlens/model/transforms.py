@@ -88,7 +88,7 @@ def _bind(inner: Graph, args: list[str]) -> dict[str, str]:
     placeholders = [n for n in inner if n.kind in ("input", "param")]
     if len(placeholders) != len(args):
         placeholders = [n for n in placeholders if n.kind == "input"]
-    return {p.name: a for p, a in zip(placeholders, args)}
+    return {p.name: a for p, a in zip(placeholders, args, strict=False)}
 
 
 def inline_delegates(graph: Graph) -> list[InlinedNode]:

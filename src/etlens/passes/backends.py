@@ -4,8 +4,9 @@ A :class:`BackendConfig` says how to quantize (optional), which edge compile con
 the backend's pass list comes from (so the tracer can run and snapshot the passes one at a time),
 and how to partition/lower. It is the only place that knows this: the pass tracer, the report's
 build-and-run (:mod:`etlens.report.pipeline`) and the shared quantization step
-(:func:`etlens.passes.quantize.quantize_pt2e`) all ask it. Everything that touches ExecuTorch is a factory called lazily, so the
-registry imports nothing heavy and the ``aten`` backend works without ExecuTorch installed.
+(:func:`etlens.passes.quantize.quantize_pt2e`) all ask it. Everything that touches ExecuTorch is a
+factory called lazily, so the registry imports nothing heavy and the ``aten`` backend works without
+ExecuTorch installed.
 
 Built in:
 
