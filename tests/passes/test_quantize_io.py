@@ -101,8 +101,6 @@ def test_strict_indices_explain_what_is_wrong():
 
 
 def test_tracer_quantize_io_stage():
-    import torch
-
     import etlens
     from etlens.demos import get_demo
 
