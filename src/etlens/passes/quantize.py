@@ -52,7 +52,7 @@ def quantize_pt2e(model: Any, inputs: tuple, backend_config: str | BackendConfig
             raise EtlensError(f"backend {cfg.name!r} has no quantizer; run without quantization or pass "
                               "quantizer=… (a pt2e Quantizer)")
         quantizer = cfg.quantizer_factory()
-    inputs = tuple(inputs)
+    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
     gm = torch.export.export(model, inputs).module()
     prepared = prepare_pt2e(gm, quantizer)
     for batch in (calibration if calibration is not None else [inputs]):
