@@ -213,7 +213,8 @@ def _flatten(graph: Graph, modules: bool) -> _Flat:
     dgroups: dict[str, int] = {}
     if any(it.delegate is not None for it in items):
         parent = {it.name: it.delegate for it in items}
-        calls = {it.name: it.node for it in items if it.name in set(parent.values())}
+        call_names = set(parent.values())
+        calls = {it.name: it.node for it in items if it.name in call_names}
 
     def owner(name: str) -> str:
         o = owner_of.get(name)
