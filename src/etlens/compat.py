@@ -23,7 +23,6 @@ from .analysis.inspector import Event, EventBlock, PerfData, RuntimeOutput, Time
 from .analysis.inspector import Inspector as _AnalysisInspector
 from .errors import EtlensError
 from .model import Graph
-from .model.select import pick_graph
 from .views.html import generate_compare_html, generate_multi_pass_html
 from .views.html import generate_html as _generate_html_from_graphs
 
@@ -50,25 +49,22 @@ def extract_from_pte(pte_path: str | os.PathLike[str], method: str | None = None
     """The graph of ``method`` (default ``forward``) in a ``.pte`` program."""
     from .readers import read
 
-    graphs = read(pte_path).graphs()
-    return pick_graph(graphs, ("forward",), os.fspath(pte_path), method)
+    return read(pte_path).graph(method, prefer=("forward",))
 
 
 def extract_from_etrecord(etrecord_path: str | os.PathLike[str], stage: str | None = None) -> Graph:
     """One stage of an ETRecord (default: the edge-dialect ``forward``, else the first)."""
     from .readers import read
 
-    graphs = read(etrecord_path).graphs()
-    return pick_graph(graphs, ("edge_dialect_exported_program/forward", "edge_dialect_exported_program", "forward"),
-                      os.fspath(etrecord_path), stage)
+    return read(etrecord_path).graph(stage=stage, prefer=("edge_dialect_exported_program/forward",
+                                                          "edge_dialect_exported_program", "forward"))
 
 
 def extract_from_exported_program(exported_program: Any, name: str = "program") -> Graph:
     """The graph of an in-memory ``ExportedProgram`` or ``GraphModule``."""
     from .readers import read_object
 
-    graphs = read_object(exported_program, name=name).graphs()
-    return pick_graph(graphs, ("forward",), name, None)
+    return read_object(exported_program, name=name).graph(prefer=("forward",))
 
 
 def _is_program(obj: Any) -> bool:

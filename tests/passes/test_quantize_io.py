@@ -20,10 +20,10 @@ def quantized():
 
     from etlens.demos import get_demo
     from etlens.passes.backends import get_backend
-    from etlens.passes.tracer import _quantize
+    from etlens.passes.quantize import quantize_pt2e
 
     model, inputs = get_demo("mlp")
-    q = _quantize(model, inputs, get_backend("xnnpack"))
+    q = quantize_pt2e(model, inputs, get_backend("xnnpack"))
     return torch.export.export(q, inputs), inputs
 
 

@@ -22,7 +22,7 @@ def test_one_snapshot_per_xnnpack_pass(cnn_xnnpack):
     assert stages == ["export", "to_edge"] + ["pass"] * len(expected) + ["lower"]
     assert [s.index for s in trace.snapshots] == list(range(len(trace.snapshots)))
     assert trace.failed is None
-    for prev, cur in zip(trace.snapshots, trace.snapshots[1:]):
+    for prev, cur in zip(trace.snapshots, trace.snapshots[1:], strict=False):
         assert cur.nodes_delta == len(cur.graph) - len(prev.graph)
         assert cur.wall_time_s > 0
 

@@ -59,11 +59,13 @@ def _no_delegates(path: str, info) -> str:
 
 
 def _partitioner(name: str):
+    """The partitioner ``--why`` asks for reasons: XNNPACK's, from its BackendConfig."""
     from ..errors import BackendUnavailableError
+    from ..passes.backends import get_backend
 
+    backend = get_backend("xnnpack")
     try:
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    except Exception as exc:  # ImportError, or a broken install
-        raise BackendUnavailableError(f"--why {name} needs the XNNPACK partitioner from ExecuTorch "
-                                      "(pip install etlens[executorch])") from exc
-    return XnnpackPartitioner()
+        backend.check_available()
+        return backend.partitioners()[0]
+    except BackendUnavailableError as exc:
+        raise BackendUnavailableError(f"--why {name} needs the XNNPACK partitioner from ExecuTorch: {exc}") from exc

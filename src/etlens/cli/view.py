@@ -37,13 +37,12 @@ def run(args) -> int:
         generate_multi_pass_html(trace, out, title=args.title)
         print(f"wrote {out} ({len(trace.snapshots)} passes)")
         return 0
-    graphs = art.graphs()
-    if not graphs:
-        raise EtlensError(f"{args.artifact}: contains no graph to show")
     if args.stage:
-        if args.stage not in graphs:
-            raise EtlensError(f"{args.artifact}: no stage {args.stage!r}; available: {', '.join(graphs)}")
-        graphs = {args.stage: graphs[args.stage]}
+        graphs = {args.stage: art.graph(stage=args.stage)}
+    else:
+        graphs = art.graphs()
+        if not graphs:
+            raise EtlensError(f"{args.artifact}: contains no graph to show")
     if len(graphs) == 1:
         name, g = next(iter(graphs.items()))
         generate_html(g, out, title=args.title or f"{os.path.basename(args.artifact)} · {name}")

@@ -1,13 +1,17 @@
-"""Backend registry for the pass tracer: what "compile for backend X" means, stage by stage.
+"""Backend registry: what "compile for backend X" means, stage by stage, for every flow.
 
 A :class:`BackendConfig` says how to quantize (optional), which edge compile config to use, where
 the backend's pass list comes from (so the tracer can run and snapshot the passes one at a time),
-and how to partition/lower. Everything that touches ExecuTorch is a factory called lazily, so the
-registry imports nothing heavy and the ``aten`` backend works without ExecuTorch installed.
+and how to partition/lower. It is the only place that knows this: the pass tracer, the report's
+build-and-run (:mod:`etlens.report.pipeline`) and the shared quantization step
+(:func:`etlens.passes.quantize.quantize_pt2e`) all ask it. Everything that touches ExecuTorch is a
+factory called lazily, so the registry imports nothing heavy and the ``aten`` backend works without
+ExecuTorch installed.
 
 Built in:
 
 * ``aten`` — pure PyTorch: ``torch.export`` + ``run_decompositions`` (no ExecuTorch needed);
+* ``portable`` — ExecuTorch's edge stages with nothing delegated (the portable kernels run it);
 * ``xnnpack`` — ExecuTorch's XNNPACK pass list (the one its ``XNNPACKPassManager`` runs inside the
   delegate's preprocess), then ``to_edge_transform_and_lower`` with ``XnnpackPartitioner``;
 * ``cortex_m`` — ``CortexMPassManager``'s pass list on the whole program (no partitioner);
@@ -111,6 +115,20 @@ class BackendConfig:
                 f"backend {self.name!r} is not available: cannot import {'; '.join(missing)}. {hint}. "
                 f"The 'aten' backend needs only PyTorch.")
 
+    def quantizer(self) -> Any:
+        """A fresh pt2e ``Quantizer`` for this backend (see :func:`etlens.passes.quantize.quantize_pt2e`).
+
+        Raises :class:`EtlensError` when the backend has no quantizer.
+        """
+        if self.quantizer_factory is None:
+            raise EtlensError(f"backend {self.name!r} has no quantizer; run without quantization (--quantize)")
+        return self.quantizer_factory()
+
+    def partitioners(self) -> list[Any]:
+        """The partitioners to lower with: ``[partitioner_factory()]``, or ``[]`` when the backend
+        delegates nothing (the program then runs on ExecuTorch's portable kernels)."""
+        return [] if self.partitioner_factory is None else [self.partitioner_factory()]
+
     def passes(self, program: Any) -> list[PassSpec]:
         """The backend's pass list for ``program`` as :class:`PassSpec` objects (empty when none)."""
         if self.pass_list is None:
@@ -186,11 +204,16 @@ def get_backend(name: str | BackendConfig) -> BackendConfig:
 
 
 def backend_names() -> list[str]:
+    """The registered backend names, in registration order."""
     return list(_REGISTRY)
 
 
 def available_backends() -> dict[str, str | None]:
-    """``{name: None if usable else the reason}`` for every registered backend."""
+    """``{name: None if usable else the reason}`` for every registered backend, in registration order.
+
+    Iterating it gives the registered names (``list(available_backends())``); look a backend's
+    description up with :func:`get_backend`.
+    """
     out: dict[str, str | None] = {}
     for name, cfg in _REGISTRY.items():
         missing = cfg.missing()
@@ -313,6 +336,15 @@ register_backend(BackendConfig(
     pass_list=_xnnpack_passes,
     edge_compile_config=_xnnpack_config,
     partitioner_factory=_xnnpack_partitioner,
+))
+register_backend(BackendConfig(
+    name="portable",
+    description="ExecuTorch portable kernels: export/edge stages, nothing delegated (no partitioner)",
+    requires=["executorch.exir"],
+    install_hint=_ET_HINT,
+    # what `etlens report --backend portable --quantize` has always used: quantized_decomposed ops
+    # that the portable runtime runs as they are
+    quantizer_factory=_xnnpack_quantizer,
 ))
 register_backend(BackendConfig(
     name="cortex_m",

@@ -3,7 +3,8 @@
 :func:`trace_passes` runs the pipeline of a registered backend (see :mod:`etlens.passes.backends`)
 and records a :class:`~etlens.model.trace.Snapshot` after each stage:
 
-1. ``quantize`` — pt2e with the backend's quantizer (when ``quantize=True``);
+1. ``quantize`` — pt2e with the backend's quantizer (when ``quantize=True``;
+   :func:`~etlens.passes.quantize.quantize_pt2e`, the step the report uses too);
 2. ``export`` — ``torch.export.export``;
 3. ``to_edge`` — ExecuTorch's edge dialect (for ``aten``: ``run_decompositions``);
 4. ``quantize_io`` — :class:`~etlens.passes.quantize_io.QuantizeInputs`/``QuantizeOutputs`` when
@@ -39,6 +40,7 @@ from ..model.trace import Snapshot, Trace
 from . import _snapshot as snap
 from .backends import BackendConfig, PassSpec, get_backend, instantiate_pass, pass_name
 from .debug_handles import back_annotate, check_handles, fx_sources, generate_debug_handles
+from .quantize import quantize_pt2e
 
 __all__ = ["trace_passes", "PipelineTracer"]
 
@@ -244,16 +246,6 @@ def _model_name(model: Any, name: str | None) -> str:
     return type(model).__name__ if model is not None else "model"
 
 
-def _quantize(model: Any, inputs: tuple, backend: BackendConfig) -> Any:
-    import torch
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-    gm = torch.export.export(model, inputs).module()
-    prepared = prepare_pt2e(gm, backend.quantizer_factory())
-    prepared(*inputs)  # calibrate on the example inputs
-    return convert_pt2e(prepared)
-
-
 def _edge_config(backend: BackendConfig) -> Any:
     if not backend.uses_executorch:
         return None
@@ -276,7 +268,7 @@ def _lower(ep: Any, backend: BackendConfig, config: Any, transform_passes: list 
     from executorch.exir import to_edge_transform_and_lower
 
     return to_edge_transform_and_lower(ep, transform_passes=transform_passes,
-                                       partitioner=[backend.partitioner_factory()], compile_config=config)
+                                       partitioner=backend.partitioners(), compile_config=config)
 
 
 def trace_passes(model: Any, example_inputs: tuple, backend: str | BackendConfig = "xnnpack",
@@ -338,7 +330,7 @@ def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quant
     t._start_progress(total)
 
     if quantize:
-        model = t.stage("quantize", "quantize", lambda: _quantize(model, inputs, cfg),
+        model = t.stage("quantize", "quantize", lambda: quantize_pt2e(model, inputs, cfg),
                         lambda gm, n: snap.module_graph(gm, n, "quantize", ids))
         if model is None:
             return

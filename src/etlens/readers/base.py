@@ -5,13 +5,14 @@ keeps the parsed, format-specific structure (``.program`` for a ``.pte``, ``.rec
 ETRecord …) and offers the format-free view the rest of etlens uses:
 
 * :meth:`Artifact.graphs` — ``{stage or method name: Graph}``;
+* :meth:`Artifact.graph` — one of them, by method or stage name, or the default one;
 * :meth:`Artifact.summary` — a JSON-ready dict that ``etlens info`` prints.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from .._files import file_errors, read_limited
 from ..model import Graph
@@ -30,6 +31,60 @@ class Artifact:
     def graphs(self) -> dict[str, Graph]:
         """Every graph in the artifact, keyed by method or stage name."""
         return dict(self._graphs)
+
+    def graph(self, method: str | None = None, stage: str | None = None, *, prefer: Iterable[str] = ()) -> Graph:
+        """One graph of :meth:`graphs`: by ``stage``, by ``method``, or the default one.
+
+        * ``stage`` — a key of :meth:`graphs` (``"exported_program"``, a pass-trace snapshot …);
+          with ``method`` too, the key ``"<stage>/<method>"``;
+        * ``method`` — a method name: the key itself (``"forward"`` of a ``.pte``), else the one
+          key ending in ``"/<method>"`` (``"edge_dialect_exported_program/forward"``);
+        * neither — the first key matching one of ``prefer`` (equal, ``…/<name>`` or
+          ``<name>/…``), else ``"forward"``, else the first graph.
+
+        Raises :class:`~etlens.errors.MissingDataError` naming the file, what was asked for and the
+        methods/stages it has.
+
+        Example::
+
+            read("model.pte").graph()                     # forward
+            read("model.etrecord").graph(stage="exported_program")
+            read("model.etrecord").graph("forward")       # edge_dialect_exported_program/forward
+        """
+        graphs = self.graphs()
+        return graphs[self._pick_key(list(graphs), method, stage, prefer)]
+
+    def graph_key(self, method: str | None = None, stage: str | None = None, *,
+                  prefer: Iterable[str] = ()) -> str:
+        """The key of :meth:`graphs` that :meth:`graph` picks (same arguments, same errors)."""
+        return self._pick_key(list(self.graphs()), method, stage, prefer)
+
+    def _pick_key(self, keys: list[str], method: str | None, stage: str | None, prefer: Iterable[str]) -> str:
+        from ..errors import MissingDataError
+
+        where = self.path or f"{self.format} artifact"
+        if not keys:
+            raise MissingDataError(f"{where}: contains no graph (no program method or stage to show)")
+        available = f"available methods/stages: {', '.join(keys)}"
+        if stage is not None:
+            key = stage if method is None else f"{stage}/{method}"
+            if key in keys:
+                return key
+            what = f"stage {stage!r}" if method is None else f"stage {stage!r} with method {method!r}"
+            raise MissingDataError(f"{where}: no {what}; {available} (pass stage= one of them)")
+        if method is not None:
+            if method in keys:
+                return method
+            hits = [k for k in keys if k.endswith("/" + method)]
+            if len(hits) == 1:
+                return hits[0]
+            raise MissingDataError(f"{where}: no method {method!r}; {available} "
+                                   "(pass method= a method name, or stage= a full key)")
+        for name in prefer:
+            for key in keys:
+                if key == name or key.endswith("/" + name) or key.startswith(name + "/"):
+                    return key
+        return "forward" if "forward" in keys else keys[0]
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready facts for ``etlens info``; readers extend it."""

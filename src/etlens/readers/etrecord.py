@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from typing import Any
+from typing import Any, Iterable
 
 from ..errors import EtlensError, FormatError, MissingDataError
 from ..model import Graph
@@ -313,14 +313,25 @@ class ETRecord(Artifact):
                               f"failed too: {first_line(exc)})") from exc
 
     # -- graphs -------------------------------------------------------------------------------
-    def graph(self, stage: str, *, rebuild: bool = False) -> Graph:
+    def graph(self, method: str | None = None, stage: str | None = None, *, prefer: Iterable[str] = (),
+              rebuild: bool = False) -> Graph:
         """The etlens :class:`Graph` of one stage (built on first use, then cached).
+
+        ``record.graph("exported_program")`` names a stage, as it always has; ``graph("forward")``
+        finds the one stage ending in ``/forward``; ``graph(stage=…, method=…)`` and ``graph()``
+        pick as :meth:`Artifact.graph` does. An unknown stage raises :class:`MissingDataError`
+        listing the stages.
 
         By default the graph is built straight from the stored JSON (fast, no program rebuild,
         works for programs with delegate calls without ExecuTorch). ``rebuild=True`` converts the
         runnable program of :meth:`load_exported_program` instead; both give the same nodes,
         targets, edges and metadata (the tests check it).
         """
+        if stage is None and method is not None:
+            hits = [s for s in self.stages if s.endswith("/" + method)]
+            stage = hits[0] if method not in self.stages and len(hits) == 1 else method
+        else:
+            stage = self._pick_key(list(self.stages), method, stage, prefer)
         if rebuild:
             from ._fx import graph_from_fx
 

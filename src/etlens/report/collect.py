@@ -202,9 +202,7 @@ def collect(inputs: ReportInputs) -> ReportData:
     if record is not None and inputs.debug_buffer:
         try:
             analysis = _numerics(data, inspector, inputs.metric, inputs.gap_threshold)
-            stage = analysis.reference_graph
-            graphs = record.graphs()
-            data.reference_graph = graphs.get(stage) or next(iter(graphs.values()))
+            data.reference_graph = record.graph(prefer=(analysis.reference_graph,))
             for name, node in analysis.capture.nodes.items():
                 for h in node.handle or ():
                     handle_to_nodes.setdefault(h, []).append(name)
@@ -215,10 +213,8 @@ def collect(inputs: ReportInputs) -> ReportData:
                           "(run with debug_buffer_size>0 and pass --debug-buffer)")
     else:
         data.notes.append("numerics: needs the ETRecord (--etrecord) and the debug buffer (--debug-buffer)")
-    if record is not None and data.reference_graph is None:
-        graphs = record.graphs()
-        stage = next((k for k in graphs if k.startswith("edge_dialect_exported_program")), None)
-        data.reference_graph = graphs[stage] if stage else next(iter(graphs.values()), None)
+    if record is not None and data.reference_graph is None and record.graphs():
+        data.reference_graph = record.graph(prefer=("edge_dialect_exported_program",))
     if data.reference_graph is not None and not handle_to_nodes:
         for node in data.reference_graph:
             for h in node.debug_handles:

@@ -165,10 +165,9 @@ def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str])
         page.sections.append(Section("graph", "Graph", body,
                                      f"Stage {g.name}: click a node for its details; colours show the overlay."))
     if inputs.pte:
-        from ..model.select import pick_graph
         from ..readers import read
 
-        program = pick_graph(read(inputs.pte).graphs(), ("forward",), os.fspath(inputs.pte))
+        program = read(inputs.pte).graph(prefer=("forward",))
         p = generate_html(program, os.path.join(out_dir, f"{stem}.program.html"),
                           title=f"{os.path.basename(inputs.pte)} (lowered program)")
         files["lowered program graph"] = p

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import BackendUnavailableError, EtlensError
+from ..errors import BackendUnavailableError
 
 __all__ = ["DeviceArtifacts", "quantize_pt2e", "lower", "run_with_etdump", "build_and_run"]
 
@@ -48,50 +48,48 @@ def _require_executorch(what: str) -> None:
             f"{what} needs ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)") from exc
 
 
-def quantize_pt2e(model, inputs, quantizer=None):
-    """pt2e-quantize ``model`` (default: ExecuTorch's XNNPACK quantizer, symmetric int8 per-channel)."""
+def quantize_pt2e(model, inputs, quantizer=None, *, backend: str | Any = "xnnpack", calibration=None):
+    """pt2e-quantize ``model`` with ``backend``'s quantizer (default: XNNPACK, symmetric int8 per-channel).
+
+    A thin wrapper over :func:`etlens.passes.quantize.quantize_pt2e` (the step the pass tracer runs
+    too) that says what to install when ExecuTorch is missing.
+    """
     _require_executorch("quantization")
-    import torch
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from ..passes.quantize import quantize_pt2e as _quantize
 
-    if quantizer is None:
-        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-            XNNPACKQuantizer,
-            get_symmetric_quantization_config,
-        )
-
-        quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
-    gm = torch.export.export(model, inputs).module()
-    prepared = prepare_pt2e(gm, quantizer)
-    prepared(*inputs)
-    return convert_pt2e(prepared)
+    return _quantize(model, inputs, backend, calibration=calibration, quantizer=quantizer)
 
 
-def _partitioners(backend: str | None) -> list:
-    if backend in (None, "", "portable", "none"):
-        return []
-    if backend == "xnnpack":
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+#: names that mean "delegate nothing" (the portable kernels run the whole program)
+_PORTABLE = ("", "portable", "none")
 
-        return [XnnpackPartitioner()]
-    raise EtlensError(f"backend {backend!r} is not supported for build-and-run; use 'xnnpack' or 'portable'")
+
+def _backend(backend: str | Any | None) -> Any:
+    from ..passes.backends import get_backend
+
+    return get_backend("portable" if backend is None or backend in _PORTABLE else backend)
 
 
 def lower(model, inputs, *, delegate: bool = True, quant: bool = False, backend: str | None = None,
           partitioners: list | None = None):
     """Export and lower; return ``(exported_program, edge_manager, executorch_manager)``.
 
-    ``backend`` ('xnnpack' or 'portable') wins over the older ``delegate`` flag when given.
+    ``backend`` (a registered backend name or :class:`~etlens.passes.backends.BackendConfig`;
+    ``'portable'``: no partitioner) wins over the older ``delegate`` flag when given. Its
+    :class:`BackendConfig` supplies the quantizer (``quant=True``) and the partitioners.
     """
     _require_executorch("lowering")
     import torch
     from executorch.exir import to_edge_transform_and_lower
 
+    cfg = _backend(backend if backend is not None else ("xnnpack" if delegate else None))
+    cfg.check_available()
     if quant:
-        model = quantize_pt2e(model, inputs)
+        model = quantize_pt2e(model, inputs, backend=cfg)
     ep = torch.export.export(model, inputs)
     if partitioners is None:
-        partitioners = _partitioners(backend if backend is not None else ("xnnpack" if delegate else None))
+        partitioners = cfg.partitioners()
+    # ExecuTorch's default edge compile config, as the fixtures and reports have always been built
     edge = to_edge_transform_and_lower(ep, partitioner=partitioners, generate_etrecord=True)
     return ep, edge, edge.to_executorch()
 

@@ -39,6 +39,8 @@ from typing import Any, Callable, Mapping
 
 from ..errors import BackendUnavailableError, EtlensError, FormatError, MissingDataError
 from ..model import Graph, Node
+from ..model.transforms import inline_delegates
+from ..model.transforms import qdq_clusters as _qdq_clusters
 
 __all__ = [
     "to_model_explorer_json",
@@ -76,39 +78,19 @@ def _module_namespace(node: Node) -> str:
     return "/".join(parts)
 
 
+def _same_partition(a: Node, b: Node) -> bool:
+    return a.attrs.get("partition") == b.attrs.get("partition")
+
+
 def qdq_clusters(graph: Graph) -> dict[str, str]:
     """``{node name: cluster}``: each compute op with the dequantize ops feeding it and the quantize ops it feeds.
 
     A QDQ cluster is what a quantized backend fuses into one integer kernel (``dq → conv → q``);
     seeing them grouped shows which quantized ops were taken together. The cluster is named after
-    its compute op. Graphs without (de)quantize ops get no clusters.
+    its compute op and never crosses a partition (``attrs["partition"]``). Graphs without
+    (de)quantize ops get no clusters. The rules: :func:`etlens.model.transforms.qdq_clusters`.
     """
-    out: dict[str, str] = {}
-    users = graph.users()
-    quant = {n.name for n in graph if n.category == "quantize"}
-    if not quant:
-        return out
-    def same_side(a: Node, b: Node) -> bool:  # never cluster across a partition boundary
-        return a.attrs.get("partition") == b.attrs.get("partition")
-
-    for node in graph:
-        if node.kind != "op" or node.name in quant or (node.target or "") in ("getitem", "alloc"):
-            continue
-        touches = [i for i in node.inputs if i in quant] + [u for u in users.get(node.name, []) if u in quant]
-        if not touches:
-            continue
-        out[node.name] = node.name
-        for i in node.inputs:
-            src = graph.get(i)
-            if src is not None and i in quant and "dequant" in (src.target or "") and i not in out \
-                    and same_side(src, node):
-                out[i] = node.name
-        for u in users.get(node.name, []):
-            dst = graph.get(u)
-            if dst is not None and u in quant and "dequant" not in (dst.target or "") and u not in out \
-                    and same_side(dst, node):
-                out[u] = node.name
-    return out
+    return _qdq_clusters(graph, same_side=_same_partition)
 
 
 def _default_partition(node: Any) -> str | None:
@@ -207,49 +189,70 @@ def _hierarchy_graphs(graph: Graph, graph_id: str) -> list[dict]:
 
 
 def _flatten(graph: Graph) -> tuple[list[tuple[Node, str | None]], dict[str, list[str]]]:
-    """Expand delegates in place: ``[(node, partition or None)]`` and the remapped inputs of each node."""
-    items: list[tuple[Node, str | None]] = []
-    inputs: dict[str, list[str]] = {}
-    delegate_outputs: dict[str, list[str]] = {}
+    """Expand delegates in place: ``[(node, partition or None)]`` and the remapped inputs of each node.
+
+    Built on :func:`~etlens.model.transforms.inline_delegates`, then collapsed the way Model Explorer
+    shows a partition: the call node, the subgraph's output node and its bound placeholders go away
+    (their readers read the value behind them); inner nodes keep their own names (``<call>.<name>``
+    when that is taken) so callbacks and node data find them as in the program.
+    """
+    items = inline_delegates(graph)
+    out_src: list[str | None] = []  # for each kept node, the inlined call it came from
+    calls = {it.delegate: None for it in items if it.delegate is not None}
+    call_nodes = {it.name: it.node for it in items if it.name in calls}
+    alias: dict[str, str] = {}  # inlined name -> the value it stands for
+    outputs: dict[str, list[str]] = {}  # inlined call -> the values it returns
+    names: dict[str, str] = {}  # inlined name -> name in the collection
+    parts: dict[str, str] = {}  # inlined call -> "<backend> #<index>"
     taken = {n.name for n in graph}
-    for node in graph:
-        d = node.delegate
-        if d is None or d.inner is None:
-            srcs = []
-            for i in node.inputs:
-                if i in delegate_outputs:
-                    outs = delegate_outputs[i]
-                    k = _getitem_index(node) if node.target == "getitem" else 0
-                    srcs.append(outs[min(k, len(outs) - 1)] if outs else i)
-                else:
-                    srcs.append(i)
-            items.append((node, None))
+    out: list[tuple[Node, str | None]] = []
+    inputs: dict[str, list[str]] = {}
+
+    def value(name: str, reader: Node | None = None) -> str | None:
+        while name in alias:
+            name = alias[name]
+        if name in outputs:  # a delegate's result: the k-th output for getitem, else the first
+            outs = outputs[name]
+            if not outs:
+                return None
+            k = _getitem_index(reader) if reader is not None and reader.target == "getitem" else 0
+            return value(outs[min(k, len(outs) - 1)])
+        return names.get(name, name)
+
+    for it in items:
+        node = it.node
+        if it.name in calls:  # the call: what it returns, when no output node said so
+            mine = [n.name for (n, _p), src in zip(out, out_src, strict=True) if src == it.name]
+            outputs.setdefault(it.name, mine[-1:])
+            continue
+        srcs = [v for v in (value(i, node) for i in it.inputs) if v is not None]
+        if it.delegate is None:
+            out.append((node, None))
+            out_src.append(None)
             inputs[node.name] = srcs
             continue
-        part = f"{d.backend_id} #{d.index if d.index is not None else len(delegate_outputs)}"
-        rename: dict[str, str] = {}
-        for inner in d.inner:
-            if inner.kind in ("input", "param") and inner.name in graph and graph[inner.name].kind != "delegate":
-                rename[inner.name] = inner.name  # the outer value the delegate reads
-                continue
-            if inner.kind == "output":
-                delegate_outputs[node.name] = [rename.get(i, i) for i in inner.inputs]
-                continue
-            new = inner.name
-            if new in taken and new not in rename:
-                new = f"{node.name}.{inner.name}"
-            taken.add(new)
-            rename[inner.name] = new
-            copy = Node(new, kind=inner.kind, target=inner.target, category=inner.category, inputs=[],
-                        outputs=list(inner.outputs), module_stack=list(inner.module_stack),
-                        stack_trace=inner.stack_trace, debug_handles=inner.debug_handles,
-                        attrs=dict(inner.attrs, delegate=node.name, backend_id=d.backend_id))
-            items.append((copy, part))
-            inputs[new] = [rename.get(i, i) for i in inner.inputs]
-        if node.name not in delegate_outputs:
-            last = [n for n, p in items if p == part]
-            delegate_outputs[node.name] = [last[-1].name] if last else []
-    return items, inputs
+        if node.kind in ("input", "param") and it.inputs:
+            alias[it.name] = it.inputs[0]
+            continue
+        if node.kind == "output":
+            outputs[it.delegate] = list(it.inputs)
+            continue
+        call = call_nodes[it.delegate]
+        d = call.delegate
+        part = parts.get(it.delegate)
+        if part is None:
+            part = parts[it.delegate] = f"{d.backend_id} #{d.index if d.index is not None else len(parts)}"
+        new = node.name if node.name not in taken else f"{call.name}.{node.name}"
+        taken.add(new)
+        names[it.name] = new
+        copy = Node(new, kind=node.kind, target=node.target, category=node.category, inputs=[],
+                    outputs=list(node.outputs), module_stack=list(node.module_stack),
+                    stack_trace=node.stack_trace, debug_handles=node.debug_handles,
+                    attrs=dict(node.attrs, delegate=call.name, backend_id=d.backend_id))
+        out.append((copy, part))
+        out_src.append(it.delegate)
+        inputs[new] = srcs
+    return out, inputs
 
 
 def _cluster_graph(graph: Graph, graph_id: str, fx_nodes: Mapping[str, Any],

@@ -334,16 +334,6 @@ def _is_graph_module(obj: Any) -> bool:
     return hasattr(obj, "graph") and hasattr(getattr(obj, "graph"), "nodes") and hasattr(obj, "named_modules")
 
 
-def _pick_method(graphs: dict[str, Graph], method: str | None, where: str) -> tuple[str, Graph]:
-    if not graphs:
-        raise MissingDataError(f"{where}: contains no program graph")
-    if method is None:
-        method = "forward" if "forward" in graphs else next(iter(graphs))
-    if method not in graphs:
-        raise MissingDataError(f"{where}: no method {method!r} (methods: {', '.join(graphs)})")
-    return method, graphs[method]
-
-
 class _LRU:
     """A small least-recently-inserted cache (oldest entry dropped when full)."""
 
@@ -402,7 +392,8 @@ class ProgramResolver:
         if _is_graph_module(obj):
             return ResolvedProgram(graph_from_graph_module(obj, "graph_module"), "GraphModule", graph_module=obj)
         if hasattr(obj, "graphs") and hasattr(obj, "format"):  # an etlens Artifact
-            name, g = _pick_method(obj.graphs(), method, f"{obj.format} artifact")
+            name = obj.graph_key(method)
+            g = obj.graphs()[name]
             return ResolvedProgram(g, f"{obj.format} {getattr(obj, 'path', '') or ''} ({name})".strip())
         raise UnsupportedFormatError(
             f"get_delegation_info: cannot read a {type(obj).__module__}.{kind}; pass a lowered GraphModule, "
@@ -454,7 +445,8 @@ def _resolve_path_uncached(path: str, method: str | None, etrecord_view: str) ->
             raise MissingDataError(f"{path}: the pass trace has no snapshots")
         name = list(graphs)[-1]
         return ResolvedProgram(graphs[name], f"pass trace {path} (last snapshot {name!r})")
-    name, g = _pick_method(graphs, method, path)
+    name = art.graph_key(method)
+    g = graphs[name]
     notes = []
     if spec.format == "pt2":
         notes.append("a .pt2 is the torch.export program before lowering: it never contains delegates; "

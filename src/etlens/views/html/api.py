@@ -7,6 +7,7 @@ from typing import Any, Iterable, Mapping
 
 from ...errors import EtlensError
 from ...model import Graph
+from ...model.transforms import inlined_graph
 from .passes import normalize_snapshots, passes_payload
 from .payload import Strings, graph_payload
 from .render import write_page
@@ -103,29 +104,10 @@ def _named_graphs(graphs: Any) -> list[tuple[str, Graph]]:
     return out
 
 
-def _flat_graph(g: Graph) -> Graph:
-    """``g`` with delegate subgraphs inlined under ``<call>/<inner>`` names (as the page shows them)."""
-    import dataclasses
-
-    if not any(n.delegate is not None and n.delegate.inner is not None for n in g):
-        return g
-    out = Graph(g.name, g.meta)
-
-    def add(graph: Graph, prefix: str) -> None:
-        for n in graph:
-            if n.delegate is not None and n.delegate.inner is not None:
-                add(n.delegate.inner, prefix + n.name + "/")
-            if prefix + n.name not in out:
-                out.add(dataclasses.replace(n, name=prefix + n.name, inputs=[]))
-
-    add(g, "")
-    return out
-
-
 def _match_with_inner(ga: Graph, gb: Graph, match_nodes) -> dict[str, list[str]]:
     """:func:`match_nodes` over both graphs with delegate subgraphs inlined; a delegate call also
     answers for everything its subgraph matched (so ATen ``linear`` finds the XNNPACK call)."""
-    fa, fb = _flat_graph(ga), _flat_graph(gb)
+    fa, fb = inlined_graph(ga), inlined_graph(gb)
     m = match_nodes(fa, fb)
     inner_b = {n.name for n in fb if "/" in n.name and n.name not in gb}
     if inner_b:

@@ -27,6 +27,7 @@ import math
 from typing import Any, Iterable
 
 from ...model import Graph, Node
+from ...model.transforms import inline_delegates, is_dequantize, qdq_cluster_members
 
 __all__ = ["Strings", "graph_payload", "graph_payload_flat", "KIND_CODES", "short_label", "shape_label", "overlay_column"]
 
@@ -201,45 +202,58 @@ class _Flat:
 
 
 def _flatten(graph: Graph, modules: bool) -> _Flat:
+    """Lay out :func:`~etlens.model.transforms.inline_delegates` in groups: module boxes, and one
+    delegate box per inlined call holding its subgraph (the call node closes the box)."""
     flat = _Flat()
-    _add_graph(flat, graph, prefix="", base_group=0, modules=modules, bind_inputs=None, owner=None)
+    items = inline_delegates(graph)
+    index: dict[str, int] = {}
+    parent: dict[str, str | None] = {}
+    owner_of: dict[str, str] = {}
+    calls: dict[str, Node] = {}
+    dgroups: dict[str, int] = {}
+    if any(it.delegate is not None for it in items):
+        parent = {it.name: it.delegate for it in items}
+        call_names = set(parent.values())
+        calls = {it.name: it.node for it in items if it.name in call_names}
+
+    def owner(name: str) -> str:
+        o = owner_of.get(name)
+        if o is None:
+            up = parent.get(name)
+            o = owner_of[name] = name if up is None else owner(up)
+        return o
+
+    def base(delegate: str | None) -> int:
+        return 0 if delegate is None else dgroup(delegate)
+
+    def dgroup(call: str) -> int:
+        g = dgroups.get(call)
+        if g is None:
+            node = calls[call]
+            grp = base(parent.get(call))
+            if modules:
+                grp = flat.module_group(grp, node.module_stack)
+            g = dgroups[call] = flat.group_for(grp, ("d", call), _G_DELEGATE, f"{node.delegate.backend_id}",
+                                               node.name)
+        return g
+
+    for it in items:
+        if it.name in calls:  # the call closes its delegate box
+            grp = dgroup(it.name)
+            flat.g_rep[grp] = len(flat.nodes)
+        else:
+            grp = base(it.delegate)
+            if modules:
+                grp = flat.module_group(grp, it.node.module_stack)
+        index[it.name] = _append(flat, it.node, it.name, grp, [index[s] for s in it.inputs],
+                                 owner(it.name) if parent else it.name)
     return flat
 
 
-def _add_graph(flat: _Flat, graph: Graph, prefix: str, base_group: int, modules: bool,
-               bind_inputs: list[int] | None, owner: str | None) -> list[int]:
-    """Append ``graph``'s nodes; returns the producers feeding its output node (for inlining)."""
-    local: dict[str, int] = {}
-    outputs_of_inner: list[int] = []
-    placeholder_i = 0
-    for node in graph:
-        grp = flat.module_group(base_group, node.module_stack) if modules else base_group
-        if node.delegate is not None and node.delegate.inner is not None and len(node.delegate.inner):
-            # Inline the delegated subgraph inside a delegate group; the call node closes the group.
-            dgrp = flat.group_for(grp, ("d", prefix + node.name), _G_DELEGATE,
-                                  f"{node.delegate.backend_id}", node.name)
-            ins = [local[s] for s in node.inputs if s in local]
-            inner_out = _add_graph(flat, node.delegate.inner, prefix + node.name + "/", dgrp, modules, ins,
-                                   owner or node.name)
-            idx = _append(flat, node, prefix, dgrp, inner_out or ins, owner)
-            flat.g_rep[dgrp] = idx
-        else:
-            if node.kind == "input" and bind_inputs is not None:
-                ins = [bind_inputs[placeholder_i]] if placeholder_i < len(bind_inputs) else []
-                placeholder_i += 1
-            else:
-                ins = [local[s] for s in node.inputs if s in local]
-            idx = _append(flat, node, prefix, grp, ins, owner)
-            if node.kind == "output" and bind_inputs is not None:
-                outputs_of_inner.append(idx)
-        local[node.name] = idx
-    return outputs_of_inner
-
-
-def _append(flat: _Flat, node: Node, prefix: str, group: int, inputs: list[int], owner: str | None) -> int:
-    flat.owner.append(owner or node.name)
+def _append(flat: _Flat, node: Node, name: str, group: int, inputs: list[int], owner: str) -> int:
+    flat.owner.append(owner)
     flat.nodes.append(node)
-    flat.names.append(prefix + node.name)
+    flat.names.append(name)
     flat.inputs.append(inputs)
     flat.group.append(group)
     return len(flat.nodes) - 1
@@ -290,36 +304,22 @@ def _place_params(flat: _Flat, users: list[list[int]]) -> None:
         flat.group[i] = g
 
 
-def _is_dq(node: Node) -> bool:
-    t = (node.target or "").lower()
-    return node.category == "quantize" and "dequantize" in t
-
-
-def _is_q(node: Node) -> bool:
-    t = (node.target or "").lower()
-    return node.category == "quantize" and "dequantize" not in t and "quantize" in t
-
-
 def _qdq_clusters(flat: _Flat, users: list[list[int]]) -> None:
-    """Group each compute op with the dequantize nodes feeding only it and the quantize after it."""
-    if not any(n.category == "quantize" for n in flat.nodes):
-        return
-    taken = [False] * len(flat.nodes)
-    for i, node in enumerate(flat.nodes):
-        if node.kind not in ("op",) or node.category == "quantize":
-            continue
-        members = [s for s in flat.inputs[i]
-                   if not taken[s] and _is_dq(flat.nodes[s]) and len(users[s]) == 1 and flat.group[s] in (
-                       flat.group[i], 0)]
-        members += [u for u in users[i]
-                    if not taken[u] and _is_q(flat.nodes[u]) and flat.inputs[u][:1] == [i]]
-        if not members:
-            continue
-        g = flat.group_for(flat.group[i], ("q", i), _G_QDQ, short_label(node), "QDQ")
+    """Box each compute op with its QDQ cluster (:func:`~etlens.model.transforms.qdq_cluster_members`).
+
+    A dequantize joins only from the op's own box or the top level; a quantize after the op may
+    already sit in the next module's box (where :func:`_place_params` put it) and still joins.
+    """
+    group, nodes = flat.group, flat.nodes
+
+    def same_side(m: int, i: int) -> bool:
+        return group[m] in (group[i], 0) or not is_dequantize(nodes[m])
+
+    for i, members in qdq_cluster_members(nodes, flat.inputs, users, same_side).items():
+        g = flat.group_for(group[i], ("q", i), _G_QDQ, short_label(nodes[i]), "QDQ")
         flat.g_rep[g] = i
         for m in [i] + members:
-            flat.group[m] = g
-            taken[m] = True
+            group[m] = g
 
 
 def _prune_groups(flat: _Flat) -> None:
