@@ -90,7 +90,7 @@ def main() -> int:
                     pos = page.evaluate("(n) => window.etlens.screenPos(n, 0)", arg)
                     page.mouse.click(pos["x"], pos["y"])
                 elif arg == "End":  # the last pass (lowering)
-                    page.evaluate("() => window.etlens.step(window.etlens.views[0].M.gp.snaps.length - 1)")
+                    page.evaluate("() => window.etlens.step(window.etlens.snapshotCount() - 1)")
                 else:
                     page.locator("canvas.etl-canvas").first.focus()
                     page.keyboard.press(arg)

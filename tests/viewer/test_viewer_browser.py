@@ -123,8 +123,8 @@ def test_hostile_names_render_as_text(open_page, pages):
 def test_compare_syncs_selection_by_lineage(open_page, pages):
     pg = open_page(pages["compare"])
     pg.click_node("linear", 0)
-    marked = pg.page.evaluate("() => Array.from(window.etlens.views[1].marked || [])")
-    names = pg.page.evaluate("(ids) => ids.map(i => window.etlens.views[1].M.nodeName(i))", marked)
+    marked = pg.page.evaluate("() => window.etlens.marked(1)")
+    names = pg.page.evaluate("(ids) => ids.map(i => window.etlens.nodeName(i, 1))", marked)
     assert "call_delegate" in names
     assert pg.errors == []
 
