@@ -38,6 +38,7 @@ __all__ = ["render_page", "write_page", "embed_json", "bundle_js"]
 _ENTRY = "main.js"
 _IMPORT = re.compile(r"^import\s*\{([^}]*)\}\s*from\s*'\./([\w-]+\.js)';[ \t]*$", re.M)
 _EXPORT = re.compile(r"^export\s+(?:async\s+)?(?:class|function\*?|const|let)\s+([\w$]+)", re.M)
+_EXPORT_KEYWORD = re.compile(r"^export\s+(?=(?:async\s+)?(?:class|function\*?|const|let)\s)", re.M)
 _ANY_MODULE_SYNTAX = re.compile(r"^(?:import\b|export\b)", re.M)
 
 
@@ -81,7 +82,7 @@ def bundle_js(read: Callable[[str], str], entry: str = _ENTRY) -> str:
             missing = [x for x in names if x not in exports[dep]]
             if missing:
                 raise EtlensError(f"viewer assets: {name} imports {', '.join(missing)} that {dep} does not export")
-        src = re.sub(r"^export\s+", "", src, flags=re.M)
+        src = _EXPORT_KEYWORD.sub("", src)
         leftover = _ANY_MODULE_SYNTAX.search(src)
         if leftover:
             line = src[leftover.start():].split("\n", 1)[0]

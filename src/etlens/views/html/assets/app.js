@@ -308,6 +308,12 @@ export class App {
       snapshotCount: () => this.models[0].snapshotCount,
       visibleCount: (vi) => view(vi).L.visibleCount(),
       visibleBounds: (vi) => view(vi).viewport(),
+      nodeRect: (name, vi) => {  // layout rectangle of the box showing node `name` (camera unchanged)
+        const v = view(vi), i = v.M.byName.get(name);
+        if (i === undefined) return null;
+        const L = v.L, it = L.rep[i];
+        return { x: L.X[it], y: L.Y[it], w: L.W[it], h: L.H[it] };
+      },
       svg: (vi) => toSVG(view(vi))
     };
   }
