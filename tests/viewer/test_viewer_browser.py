@@ -64,7 +64,8 @@ def test_click_node_shows_details(open_page, pages):
     pg = open_page(pages["tiny"])
     pg.click_node("linear")
     text = pg.details()
-    for expected in ("linear", "aten.linear.default", "f32[1,16]", "fc", "torch.nn.Linear", "m.py", "Lineage", "export"):
+    for expected in ("linear", "aten.linear.default", "f32[1,16]", "fc", "torch.nn.Linear", "m.py", "Lineage",
+                     "export"):
         assert expected in text, (expected, text)
     assert pg.errors == []
 

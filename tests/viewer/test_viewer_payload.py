@@ -9,7 +9,7 @@ import pytest
 
 from etlens.cli.main import main
 from etlens.errors import EtlensError
-from etlens.model import Graph, Node, TensorMeta
+from etlens.model import Graph, Node
 from etlens.views.html import generate_compare_html, generate_html, generate_multi_pass_html
 from etlens.views.html.passes import normalize_snapshots
 from etlens.views.html.payload import Strings, graph_payload
@@ -66,7 +66,7 @@ def test_columns_and_shared_strings():
 
 def test_bytes_per_node_goal(tmp_path):
     g = synthetic_graph(10_000)
-    path = generate_html(g, tmp_path / "big.html")
+    generate_html(g, tmp_path / "big.html")
     per_node = (tmp_path / "big.html").stat().st_size / len(g)
     assert per_node <= 400, per_node
 

@@ -217,7 +217,7 @@ def test_the_page_reads_only_keys_the_schema_declares(browser, tmp_path):
     for kind, path in pages.items():
         page = browser.new_page(viewport={"width": 1300, "height": 850})
         errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
         page.add_init_script("window.etlensKeyTrace = new Set();")
         page.goto("file://" + str(path))
         for _ in range(200):

@@ -145,7 +145,7 @@ def passes_payload(snaps: list[Snapshot], strings: Strings) -> GraphPayload:
     by_owner: dict[str, list[int]] = {}
     for i, owner in enumerate(flat.owner):
         by_owner.setdefault(owner, []).append(i)
-    top_index = {name: i for i, (name, owner) in enumerate(zip(flat.names, flat.owner)) if name == owner}
+    top_index = {name: i for i, (name, owner) in enumerate(zip(flat.names, flat.owner, strict=True)) if name == owner}
     e = gp["edges"]
     edge_pairs = [(e[k], e[k + 1]) for k in range(0, len(e), 2)]
     out: list[SnapshotRecord] = []

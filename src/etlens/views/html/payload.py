@@ -30,7 +30,8 @@ from typing import Any, Iterable
 from ...model import Graph, Node
 from .payload_types import GraphPayload, NodeColumns
 
-__all__ = ["Strings", "graph_payload", "graph_payload_flat", "KIND_CODES", "short_label", "shape_label", "overlay_column"]
+__all__ = ["Strings", "graph_payload", "graph_payload_flat", "KIND_CODES", "short_label", "shape_label",
+           "overlay_column"]
 
 #: kind name -> small int used in the ``kind`` column.
 KIND_CODES = {"input": 0, "param": 1, "op": 2, "delegate": 3, "output": 4}

@@ -87,9 +87,9 @@ def bundle_js(read: Callable[[str], str], entry: str = _ENTRY) -> str:
         if leftover:
             line = src[leftover.start():].split("\n", 1)[0]
             raise EtlensError(f"viewer assets: {name}: unsupported module syntax {line!r}")
-        names = ", ".join(exports[name])
-        if names:
-            parts.append(f"// ---- {name}\nconst {{ {names} }} = (() => {{\n{src}\nreturn {{ {names} }};\n}})();")
+        listed = ", ".join(exports[name])
+        if listed:
+            parts.append(f"// ---- {name}\nconst {{ {listed} }} = (() => {{\n{src}\nreturn {{ {listed} }};\n}})();")
         else:
             parts.append(f"// ---- {name}\n(() => {{\n{src}\n}})();")
     return "(() => {\n'use strict';\n" + "\n".join(parts) + "\n})();\n"
