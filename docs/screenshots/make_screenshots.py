@@ -68,7 +68,7 @@ def build_pages(tmp: str) -> list[tuple[str, str, list]]:
     model, inputs = get_demo("mixed")
     trace = trace_passes(model, inputs, backend="xnnpack")  # 20 snapshots: export, to_edge, passes, lower
     pages.append(("passes", generate_multi_pass_html(trace, os.path.join(tmp, "passes.html")),
-                  [("key", "End")]))
+                  [("key", "End"), ("click", "executorch_call_delegate")]))
     pages.append(("big_50k", generate_html(synthetic_graph(50_000), os.path.join(tmp, "big.html")), []))
     return pages
 
@@ -90,7 +90,7 @@ def main() -> int:
                     pos = page.evaluate("(n) => window.etlens.screenPos(n, 0)", arg)
                     page.mouse.click(pos["x"], pos["y"])
                 elif arg == "End":  # the last pass (lowering)
-                    page.evaluate("() => window.etlens.step(window.etlens.views[0].M.gp.snaps.length - 1)")
+                    page.evaluate("() => window.etlens.step(window.etlens.snapshotCount() - 1)")
                 else:
                     page.locator("canvas.etl-canvas").first.focus()
                     page.keyboard.press(arg)

@@ -124,8 +124,8 @@ def test_hostile_names_render_as_text(open_page, pages):
 def test_compare_syncs_selection_by_lineage(open_page, pages):
     pg = open_page(pages["compare"])
     pg.click_node("linear", 0)
-    marked = pg.page.evaluate("() => Array.from(window.etlens.views[1].marked || [])")
-    names = pg.page.evaluate("(ids) => ids.map(i => window.etlens.views[1].M.nodeName(i))", marked)
+    marked = pg.page.evaluate("() => window.etlens.marked(1)")
+    names = pg.page.evaluate("(ids) => ids.map(i => window.etlens.nodeName(i, 1))", marked)
     assert "call_delegate" in names
     assert pg.errors == []
 
@@ -152,4 +152,32 @@ def test_keyboard_and_export(open_page, pages):
     with pg.page.expect_download() as dl:
         pg.page.click("#etl-svg")
     assert dl.value.suggested_filename == "etlens-graph.svg"
+    assert pg.errors == []
+
+
+def _chain(name: str, prefix: str, length: int) -> Graph:
+    g = Graph(name)
+    g.add(Node("x", kind="input"))
+    prev = "x"
+    for i in range(length):
+        g.add(Node(f"{prefix}{i}", target="aten.relu.default", inputs=[prev]))
+        prev = f"{prefix}{i}"
+    g.add(Node(f"out_{prefix}", kind="output", inputs=[prev]))
+    return g
+
+
+def test_pass_stepper_opens_fitted_on_the_first_pass(open_page, tmp_path):
+    # issue #18: the union of all passes is ten times taller than the first pass; the stepper used to
+    # open readable at the top of the union, cutting the first pass off on a mostly empty canvas
+    first, later = _chain("export", "a", 30), _chain("lowered", "b", 300)
+    pg = open_page(generate_multi_pass_html([("export", first), ("lower", later)], tmp_path / "fit.html"))
+    assert pg.page.evaluate("() => window.etlens.snapIndex()") == 0
+    vp = pg.page.evaluate("() => window.etlens.visibleBounds()")
+    rects = [pg.page.evaluate("([n]) => window.etlens.nodeRect(n)", [n.name]) for n in first]
+    for r in rects:  # every node of the first pass is on screen
+        assert vp["x"] <= r["x"] and r["x"] + r["w"] <= vp["x"] + vp["w"] + 0.5, (r, vp)
+        assert vp["y"] <= r["y"] and r["y"] + r["h"] <= vp["y"] + vp["h"] + 0.5, (r, vp)
+    # ... and they fill the screen's height, not a corner of it
+    top, bottom = min(r["y"] for r in rects), max(r["y"] + r["h"] for r in rects)
+    assert bottom - top >= 0.6 * vp["h"], (top, bottom, vp)
     assert pg.errors == []

@@ -39,7 +39,7 @@ def test_hostile_names_never_appear_raw(tmp_path):
     assert "<img" not in html and "onerror=alert" not in html.replace("onerror=alert(1)\\u003e", "")
     assert "alert(1)" in html  # the names are there, escaped, as data
     data = _data(html)
-    assert set(HOSTILE) <= set(data["S"])
+    assert set(HOSTILE) <= set(data["strings"])
     # the CSP allows nothing but inline code and data: images
     assert "default-src 'none'" in html and "script-src 'unsafe-inline'" in html
     assert not re.search(r"(src|href)=\"(https?:)?//", html)
@@ -55,8 +55,10 @@ def test_page_is_self_contained(tmp_path):
 def test_columns_and_shared_strings():
     s = Strings()
     gp = graph_payload(synthetic_graph(2000), s)
-    n = len(gp["id"])
-    assert all(len(gp[c]) == n for c in ("label", "kind", "target", "cat", "shape", "group", "mod", "st", "dh", "x"))
+    cols = gp["nodes"]
+    n = len(cols["name"])
+    assert all(len(cols[c]) == n for c in ("label", "kind", "target", "category", "shape", "group", "module_stack",
+                                           "stack_trace", "debug_handles", "details"))
     # op names and shapes are shared, not repeated per node
     assert s.table.count("aten.linear.default") == 1
     assert len(s.table) < 2 * n
@@ -72,28 +74,28 @@ def test_bytes_per_node_goal(tmp_path):
 def test_module_groups_and_params_follow_users():
     s = Strings()
     gp = graph_payload(tiny(), s)
-    names = [s.table[i] for i in gp["id"]]
-    groups = gp["g"]
+    names = [s.table[i] for i in gp["nodes"]["name"]]
+    groups = gp["groups"]
     fc = [s.table[x] for x in groups["label"]].index("fc")
     # the weight joins the Linear module box of its only user
-    assert gp["group"][names.index("w")] == fc
-    assert gp["group"][names.index("linear")] == fc
-    assert gp["group"][names.index("relu")] == 0
+    assert gp["nodes"]["group"][names.index("w")] == fc
+    assert gp["nodes"]["group"][names.index("linear")] == fc
+    assert gp["nodes"]["group"][names.index("relu")] == 0
 
 
 def test_delegate_inner_graph_becomes_a_group():
     s = Strings()
     gp = graph_payload(lowered(), s)
-    names = [s.table[i] for i in gp["id"]]
+    names = [s.table[i] for i in gp["nodes"]["name"]]
     assert "call_delegate/mm" in names
-    kinds = gp["g"]["kind"]
+    kinds = gp["groups"]["kind"]
     dg = kinds.index(3)
-    assert gp["group"][names.index("call_delegate/mm")] == dg
-    assert gp["g"]["rep"][dg] == names.index("call_delegate")
-    details = json.loads(s.table[gp["x"][names.index("call_delegate")]])
-    assert details["d"]["backend"] == "XnnpackBackend" and details["d"]["size"] == 1234
+    assert gp["nodes"]["group"][names.index("call_delegate/mm")] == dg
+    assert gp["groups"]["representative"][dg] == names.index("call_delegate")
+    details = json.loads(s.table[gp["nodes"]["details"][names.index("call_delegate")]])
+    assert details["delegate"]["backend"] == "XnnpackBackend" and details["delegate"]["payload_size"] == 1234
     # x feeds the inner placeholder, the inner result feeds the call node
-    e = gp["e"]
+    e = gp["edges"]
     pairs = {(names[e[k]], names[e[k + 1]]) for k in range(0, len(e), 2)}
     assert ("x", "call_delegate/a") in pairs and ("call_delegate/out", "call_delegate") in pairs
 
@@ -107,9 +109,9 @@ def test_qdq_cluster():
     g.add(Node("output", kind="output", inputs=["q"]))
     s = Strings()
     gp = graph_payload(g, s)
-    assert 2 in gp["g"]["kind"]
-    qg = gp["g"]["kind"].index(2)
-    assert [gp["group"][i] == qg for i in range(5)] == [False, True, True, True, False]
+    assert 2 in gp["groups"]["kind"]
+    qg = gp["groups"]["kind"].index(2)
+    assert [gp["nodes"]["group"][i] == qg for i in range(5)] == [False, True, True, True, False]
 
 
 def test_overlay_column_and_scale(tmp_path):
@@ -117,7 +119,7 @@ def test_overlay_column_and_scale(tmp_path):
                               overlay_label="latency (ms)"), encoding="utf-8").read()
     data = _data(html)
     assert data["overlay"] == {"label": "latency (ms)", "min": 0.5, "max": 2.5}
-    assert data["graphs"][0]["ov"] == [0.5, None, 2.5, None, None]
+    assert data["graphs"][0]["nodes"]["overlay"] == [0.5, None, 2.5, None, None]
 
 
 def test_snapshots_from_pairs_compute_diffs():
@@ -136,19 +138,20 @@ def test_trace_json_with_failure(tmp_path):
          "diff": {"added": [], "removed": [], "rewritten": ["relu"], "replaced": []}, "nodes_delta": 0,
          "error": {"type": "RuntimeError", "message": "boom", "traceback": "Traceback ...\nRuntimeError: boom"}}]}
     data = _data(open(generate_multi_pass_html(trace, tmp_path / "p.html"), encoding="utf-8").read())
-    snaps = data["graphs"][0]["snaps"]
+    snaps = data["graphs"][0]["snapshots"]
     assert data["mode"] == "passes" and len(snaps) == 2
-    assert [data["S"][i] for i in snaps[1]["err"]][:2] == ["RuntimeError", "boom"]
-    assert len(snaps[1]["rw"]) == 1
+    err = snaps[1]["error"]
+    assert [data["strings"][err[k]] for k in ("type", "message")] == ["RuntimeError", "boom"]
+    assert len(snaps[1]["rewritten"]) == 1
     assert data["title"] == "m · xnnpack"
     # the first snapshot is shown plain (nothing to differ from)
-    assert snaps[0]["add"] == [] and snaps[0]["rw"] == []
+    assert snaps[0]["added"] == [] and snaps[0]["rewritten"] == []
     # the tracer's Trace object (and the reader's artifact) give the same page
     from etlens.model.trace import Trace
 
     obj = Trace.from_json(trace)
     data2 = _data(open(generate_multi_pass_html(obj, tmp_path / "p2.html"), encoding="utf-8").read())
-    assert len(data2["graphs"][0]["snaps"]) == 2 and data2["title"] == "m · xnnpack"
+    assert len(data2["graphs"][0]["snapshots"]) == 2 and data2["title"] == "m · xnnpack"
 
 
 def test_bad_inputs_raise_etlens_errors(tmp_path):
@@ -164,9 +167,9 @@ def test_compare_has_lineage_matches(tmp_path):
     data = _data(open(generate_compare_html({"aten": tiny(), "lowered": lowered()}, tmp_path / "c.html"),
                       encoding="utf-8").read())
     assert data["mode"] == "compare" and len(data["graphs"]) == 2
-    flat = data["match"]["0,1"]
-    ids0 = [data["S"][i] for i in data["graphs"][0]["id"]]
-    ids1 = [data["S"][i] for i in data["graphs"][1]["id"]]
+    flat = data["matches"]["0,1"]
+    ids0 = [data["strings"][i] for i in data["graphs"][0]["nodes"]["name"]]
+    ids1 = [data["strings"][i] for i in data["graphs"][1]["nodes"]["name"]]
     pairs = {}
     k = 0
     while k < len(flat):
@@ -174,7 +177,7 @@ def test_compare_has_lineage_matches(tmp_path):
         k += 2 + flat[k + 1]
     assert pairs["linear"][-1] == "call_delegate"  # by lineage root, not by name
     # and back: the delegate answers for the ATen node it absorbed (lineage points one way only)
-    flat = data["match"]["1,0"]
+    flat = data["matches"]["1,0"]
     back = {}
     k = 0
     while k < len(flat):

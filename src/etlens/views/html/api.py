@@ -10,6 +10,7 @@ from ...model import Graph
 from ...model.transforms import inlined_graph
 from .passes import normalize_snapshots, passes_payload
 from .payload import Strings, graph_payload
+from .payload_types import PAYLOAD_VERSION, OverlayScale, Payload
 from .render import write_page
 
 __all__ = [
@@ -37,7 +38,7 @@ def as_graph(obj: Any, what: str = "graph_data") -> Graph:
                       "for an ExportedProgram use etlens.generate_html or etlens.extract_from_exported_program")
 
 
-def _overlay_meta(values: Iterable[float | None], label: str | None) -> dict[str, Any] | None:
+def _overlay_meta(values: Iterable[float | None], label: str | None) -> OverlayScale:
     finite = [v for v in values if v is not None]
     if not finite:
         return {"label": label or "value", "min": 0.0, "max": 1.0}
@@ -59,10 +60,10 @@ def generate_html(graph_data: Any, path: str | os.PathLike, *, overlay: Mapping[
     graph = as_graph(graph_data)
     strings = Strings()
     gp = graph_payload(graph, strings, overlay=dict(overlay) if overlay is not None else None)
-    payload: dict[str, Any] = {"v": 1, "mode": "single", "title": title or graph.name, "graphs": [gp]}
+    payload: Payload = {"version": PAYLOAD_VERSION, "mode": "single", "title": title or graph.name,
+                        "graphs": [gp], "strings": strings.table}
     if overlay is not None:
-        payload["overlay"] = _overlay_meta(gp["ov"], overlay_label)
-    payload["S"] = strings.table
+        payload["overlay"] = _overlay_meta(gp["nodes"]["overlay"], overlay_label)
     return write_page(payload, path)
 
 
@@ -78,7 +79,8 @@ def generate_multi_pass_html(trace: Any, path: str | os.PathLike, *, title: str 
     strings = Strings()
     gp = passes_payload(snaps, strings)
     name = title or _get_title(trace) or snaps[-1].graph.name
-    payload = {"v": 1, "mode": "passes", "title": name, "graphs": [gp], "S": strings.table}
+    payload: Payload = {"version": PAYLOAD_VERSION, "mode": "passes", "title": name, "graphs": [gp],
+                        "strings": strings.table}
     return write_page(payload, path)
 
 
@@ -139,7 +141,7 @@ def generate_compare_html(graphs: Any, path: str | os.PathLike, *, title: str | 
         gps.append(gp)
     match: dict[str, list[int]] = {}
     if len(named) > 1:
-        index = [{strings.table[s]: k for k, s in enumerate(gp["id"])} for gp in gps]
+        index = [{strings.table[s]: k for k, s in enumerate(gp["nodes"]["name"])} for gp in gps]
         raw = {(a, b): _match_with_inner(ga, gb, match_nodes)
                for a, (_, ga) in enumerate(named) for b, (_, gb) in enumerate(named) if a != b}
         for a in range(len(named)):
@@ -159,6 +161,7 @@ def generate_compare_html(graphs: Any, path: str | os.PathLike, *, title: str | 
                     if ids and src in index[a]:
                         flat += [index[a][src], len(ids), *ids]
                 match[f"{a},{b}"] = flat
-    payload = {"v": 1, "mode": "compare", "title": title or " → ".join(n for n, _ in named),
-               "graphs": gps, "match": match, "S": strings.table}
+    payload: Payload = {"version": PAYLOAD_VERSION, "mode": "compare",
+                        "title": title or " → ".join(n for n, _ in named), "graphs": gps, "matches": match,
+                        "strings": strings.table}
     return write_page(payload, path)

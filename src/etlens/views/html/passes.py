@@ -2,8 +2,9 @@
 
 Positions stay stable from pass to pass because the page lays out the *union* of every snapshot
 (nodes keyed by name) a single time; each snapshot then says which union nodes and edges exist
-(``p``/``ep`` as ``[start, length, …]`` runs), which were added or rewritten relative to the
-previous snapshot, and which disappeared (drawn as dashed ghosts).
+(``present_runs``/``edge_runs`` as ``[start, length, …]`` runs), which were added or rewritten
+relative to the previous snapshot, and which disappeared (``removed``: drawn as dashed ghosts). The
+record's keys are declared in ``assets/payload.schema.json`` (:class:`.payload_types.SnapshotRecord`).
 
 Accepted inputs (see :func:`normalize_snapshots`): an object with ``.snapshots`` (the tracer's
 ``Trace``), an artifact with ``.trace``, the trace JSON dict (``schema: etlens.trace``) or a list of
@@ -19,6 +20,7 @@ from ...errors import EtlensError
 from ...model import Graph
 from ...model.diff import diff_graphs
 from .payload import Strings, graph_payload_flat
+from .payload_types import GraphPayload, SnapshotRecord
 
 __all__ = ["Snapshot", "normalize_snapshots", "passes_payload"]
 
@@ -136,17 +138,17 @@ def _runs(indices: list[int]) -> list[int]:
     return out
 
 
-def passes_payload(snaps: list[Snapshot], strings: Strings) -> dict[str, Any]:
+def passes_payload(snaps: list[Snapshot], strings: Strings) -> GraphPayload:
     """The union graph's columns plus one record per snapshot (see the module docstring)."""
     union = _union(snaps)
     gp, flat = graph_payload_flat(union, strings)
     by_owner: dict[str, list[int]] = {}
     for i, owner in enumerate(flat.owner):
         by_owner.setdefault(owner, []).append(i)
-    top_index = {name: i for i, (name, owner) in enumerate(zip(flat.names, flat.owner)) if name == owner}
-    e = gp["e"]
+    top_index = {name: i for i, (name, owner) in enumerate(zip(flat.names, flat.owner, strict=True)) if name == owner}
+    e = gp["edges"]
     edge_pairs = [(e[k], e[k + 1]) for k in range(0, len(e), 2)]
-    out: list[dict[str, Any]] = []
+    out: list[SnapshotRecord] = []
     prev_present: set[int] = set()
     for snap in snaps:
         g = snap.graph
@@ -176,19 +178,21 @@ def passes_payload(snaps: list[Snapshot], strings: Strings) -> dict[str, Any]:
 
         gone = sorted(prev_present - present)
         first = not out  # the first snapshot has nothing to differ from: show it plain
-        rec: dict[str, Any] = {
+        rec: SnapshotRecord = {
             "name": strings(snap.name), "stage": strings(snap.stage),
-            "t": snap.wall_time_s, "dn": snap.nodes_delta, "n": len(g),
-            "p": _runs(list(present)), "ep": _runs(ep),
-            "add": [] if first else idx(diff.get("added", [])), "rw": [] if first else idx(diff.get("rewritten", [])),
-            "rm": gone, "nrm": len(diff.get("removed", [])) + len(diff.get("replaced", [])),
+            "wall_time_s": snap.wall_time_s, "nodes_delta": snap.nodes_delta, "node_count": len(g),
+            "present_runs": _runs(list(present)), "edge_runs": _runs(ep),
+            "added": [] if first else idx(diff.get("added", [])),
+            "rewritten": [] if first else idx(diff.get("rewritten", [])),
+            "removed": gone, "removed_count": len(diff.get("removed", [])) + len(diff.get("replaced", [])),
         }
         if overrides:
-            rec["tg"] = overrides
+            rec["target_overrides"] = overrides
         if snap.error:
-            rec["err"] = [strings(snap.error.get("type", "")), strings(snap.error.get("message", "")),
-                          strings(snap.error.get("traceback", ""))]
+            rec["error"] = {"type": strings(snap.error.get("type", "")),
+                            "message": strings(snap.error.get("message", "")),
+                            "traceback": strings(snap.error.get("traceback", ""))}
         out.append(rec)
         prev_present = present
-    gp["snaps"] = out
+    gp["snapshots"] = out
     return gp

@@ -1,23 +1,24 @@
 """Turn :class:`~etlens.model.Graph` objects into the viewer's compact, columnar JSON payload.
 
-The browser gets one JSON document (embedded in the page, never fetched) with:
+The browser gets one JSON document (embedded in the page, never fetched). Its shape is written once,
+in ``assets/payload.schema.json`` (mirrored by the TypedDicts of :mod:`.payload_types`); per graph:
 
-* ``S`` — a shared string table; every other string field is an index into it, so a 10k-node graph
-  stores ``aten.linear.default`` or ``float32[1, 8]`` once, not 10k times;
-* per graph, one column per field (``label``, ``kind``, ``group`` …) and a flat edge list
+* ``strings`` (top level) — a shared string table; every other string field is an index into it,
+  so a 10k-node graph stores ``aten.linear.default`` or ``float32[1, 8]`` once, not 10k times;
+* ``nodes`` — one column per field (``label``, ``kind``, ``group`` …) and ``edges``, a flat list
   ``[src0, dst0, src1, dst1, …]``;
-* a group tree (``nn_module_stack`` modules, QDQ clusters, delegate subgraphs) the page collapses
-  and expands as compound nodes.
+* ``groups`` — a group tree (``nn_module_stack`` modules, QDQ clusters, delegate subgraphs) the page
+  collapses and expands as compound nodes.
 
-Details that are only needed after a click (arguments, lineage, delegate specs) travel as one small
-JSON string per node in ``x`` and are parsed lazily by the page.
+Details that are only needed after a click (arguments, outputs, delegate specs) travel as one small
+JSON string per node in ``nodes.details`` and are parsed lazily by the page.
 
 Example::
 
     from etlens.views.html.payload import Strings, graph_payload
     strings = Strings()
     gp = graph_payload(graph, strings)
-    payload = {"S": strings.table, "graphs": [gp]}
+    payload = {"version": 2, "mode": "single", "title": graph.name, "graphs": [gp], "strings": strings.table}
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from typing import Any, Iterable
 
 from ...model import Graph, Node
 from ...model.transforms import inline_delegates, is_dequantize, qdq_cluster_members
+from .payload_types import GraphPayload, NodeColumns
 
-__all__ = ["Strings", "graph_payload", "graph_payload_flat", "KIND_CODES", "short_label", "shape_label", "overlay_column"]
+__all__ = ["Strings", "graph_payload", "graph_payload_flat", "KIND_CODES", "short_label", "shape_label",
+           "overlay_column"]
 
 #: kind name -> small int used in the ``kind`` column.
 KIND_CODES = {"input": 0, "param": 1, "op": 2, "delegate": 3, "output": 4}
@@ -132,15 +135,16 @@ def _details(node: Node) -> str | None:
     """Click-time details as one JSON string (parsed lazily by the page)."""
     d: dict[str, Any] = {}
     if len(node.outputs) > 1 or (node.outputs and len(shape_label(node)) > 40):
-        d["o"] = [str(t) for t in node.outputs]
+        d["outputs"] = [str(t) for t in node.outputs]
     attrs = {k: v for k, v in node.attrs.items() if k not in _DUPLICATE_ATTRS}
     if attrs:
-        d["a"] = _clean(attrs)
+        d["attrs"] = _clean(attrs)
     if node.delegate is not None:
         dg = node.delegate
-        d["d"] = {"backend": dg.backend_id, "size": dg.payload_size, "specs": dg.compile_specs,
-                  "ops": list(dg.ops) or ([n.target for n in dg.inner.ops()] if dg.inner is not None else []),
-                  "index": dg.index, "inner": len(dg.inner) if dg.inner is not None else None}
+        d["delegate"] = {
+            "backend": dg.backend_id, "payload_size": dg.payload_size, "compile_specs": dg.compile_specs,
+            "ops": list(dg.ops) or ([n.target for n in dg.inner.ops()] if dg.inner is not None else []),
+            "index": dg.index, "inner_nodes": len(dg.inner) if dg.inner is not None else None}
     if not d:
         return None
     return json.dumps(d, separators=(",", ":"), default=str, ensure_ascii=False)
@@ -351,13 +355,13 @@ def _prune_groups(flat: _Flat) -> None:
 
 
 def graph_payload(graph: Graph, strings: Strings, *, modules: bool = True,
-                  overlay: dict[str, float] | None = None) -> dict[str, Any]:
+                  overlay: dict[str, float] | None = None) -> GraphPayload:
     """Columns for one graph (see the module docstring). ``overlay`` maps node name -> number."""
     return graph_payload_flat(graph, strings, modules=modules, overlay=overlay)[0]
 
 
 def graph_payload_flat(graph: Graph, strings: Strings, *, modules: bool = True,
-                       overlay: dict[str, float] | None = None) -> tuple[dict[str, Any], _Flat]:
+                       overlay: dict[str, float] | None = None) -> tuple[GraphPayload, _Flat]:
     """:func:`graph_payload` plus the flattened graph (names, owners) for callers that align data."""
     flat = _flatten(graph, modules)
     users = _users(flat)
@@ -384,29 +388,32 @@ def graph_payload_flat(graph: Graph, strings: Strings, *, modules: bool = True,
             key = tuple((s(p), s(t)) for p, t in raw)
             m = by_stack[raw] = stacks.setdefault(key, len(stacks)) if key else -1
         mod_col.append(m)
-    out: dict[str, Any] = {
-        "name": s(graph.name),
-        "id": [s(n) for n in flat.names],
+    nodes: NodeColumns = {
+        "name": [s(n) for n in flat.names],
         "label": [s(short_label(n)) for n in flat.nodes],
         "kind": [KIND_CODES.get(n.kind, 2) for n in flat.nodes],
         "target": [s(n.target) for n in flat.nodes],
-        "cat": [s(n.category) for n in flat.nodes],
+        "category": [s(n.category) for n in flat.nodes],
         "shape": [s(shape_label(n)) for n in flat.nodes],
         "group": flat.group,
-        "mod": mod_col,
-        "mods": [[x for pair in key for x in pair] for key in stacks],
-        "st": [s(n.stack_trace) for n in flat.nodes],
-        "dh": [list(n.debug_handles) if n.debug_handles else 0 for n in flat.nodes],
-        "x": [s(_details(n)) for n in flat.nodes],
+        "module_stack": mod_col,
+        "stack_trace": [s(n.stack_trace) for n in flat.nodes],
+        "debug_handles": [list(n.debug_handles) if n.debug_handles else 0 for n in flat.nodes],
+        "details": [s(_details(n)) for n in flat.nodes],
         # lineage as string ids: pass names and targets repeat on every node
-        "ln": [[x for st in n.lineage for x in (s(st.name), s(st.target or ""), s(st.pass_name or ""))] or 0
-               for n in flat.nodes],
-        "e": edges,
-        "g": {"parent": flat.g_parent, "kind": flat.g_kind, "label": [s(x) for x in flat.g_label],
-              "type": [s(x) for x in flat.g_type], "rep": flat.g_rep},
+        "lineage": [[x for st in n.lineage for x in (s(st.name), s(st.target or ""), s(st.pass_name or ""))] or 0
+                    for n in flat.nodes],
     }
     if overlay is not None:
-        out["ov"] = overlay_column(flat.names, overlay)
+        nodes["overlay"] = overlay_column(flat.names, overlay)
+    out: GraphPayload = {
+        "name": s(graph.name),
+        "nodes": nodes,
+        "module_stacks": [[x for pair in key for x in pair] for key in stacks],
+        "edges": edges,
+        "groups": {"parent": flat.g_parent, "kind": flat.g_kind, "label": [s(x) for x in flat.g_label],
+                   "type": [s(x) for x in flat.g_type], "representative": flat.g_rep},
+    }
     return out, flat
 
 

@@ -7,21 +7,92 @@ Safety rules this module enforces (node names are user data):
 * the page reads it with ``JSON.parse`` and renders strings with ``textContent`` only;
 * a Content-Security-Policy meta tag allows inline script/style and ``data:`` images, nothing else:
   the page fetches nothing and works offline.
+
+The page's code is a set of small ES2020 modules in ``assets/`` (``main.js`` imports ``app.js``,
+which imports ``model.js``, ``view.js`` …). :func:`bundle_js` is the build step that turns them into
+the one inline ``<script>``: no bundler and nothing downloaded, just our own few lines. It walks the
+imports from ``main.js``, orders the modules so each comes after what it imports, and wraps each one
+in a function that returns its exports::
+
+    const { el, trunc } = (() => { /* dom.js without "export " */ return { el, trunc }; })();
+
+so a module's private names stay private, and every ``import { a, b } from './x.js';`` line becomes
+a no-op (the names are already in scope). Only that import form is accepted; anything else
+(``export default``, ``import * as``, renames) raises, as does importing a name a module does not
+export or two modules exporting the same name.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from ...errors import EtlensError
 
-__all__ = ["render_page", "write_page", "embed_json"]
+__all__ = ["render_page", "write_page", "embed_json", "bundle_js"]
 
-_JS_FILES = ("model.js", "layout.js", "view.js", "app.js")
+_ENTRY = "main.js"
+_IMPORT = re.compile(r"^import\s*\{([^}]*)\}\s*from\s*'\./([\w-]+\.js)';[ \t]*$", re.M)
+_EXPORT = re.compile(r"^export\s+(?:async\s+)?(?:class|function\*?|const|let)\s+([\w$]+)", re.M)
+_EXPORT_KEYWORD = re.compile(r"^export\s+(?=(?:async\s+)?(?:class|function\*?|const|let)\s)", re.M)
+_ANY_MODULE_SYNTAX = re.compile(r"^(?:import\b|export\b)", re.M)
+
+
+def bundle_js(read: Callable[[str], str], entry: str = _ENTRY) -> str:
+    """One classic script from the ES modules reachable from ``entry`` (see the module docstring).
+
+    ``read(name)`` returns a module's source (``name`` like ``"app.js"``).
+    """
+    order: list[str] = []
+    sources: dict[str, str] = {}
+    imports: dict[str, list[tuple[list[str], str]]] = {}
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in sources:
+            return
+        if name in visiting:
+            raise EtlensError(f"viewer assets: import cycle through {name}")
+        visiting.add(name)
+        src = read(name)
+        imports[name] = [([x.strip() for x in names.split(",") if x.strip()], dep)
+                         for names, dep in _IMPORT.findall(src)]
+        for _, dep in imports[name]:
+            visit(dep)
+        visiting.discard(name)
+        sources[name] = src
+        order.append(name)
+
+    visit(entry)
+    exports = {name: _EXPORT.findall(src) for name, src in sources.items()}
+    owner: dict[str, str] = {}
+    for name in order:
+        for sym in exports[name]:
+            if sym in owner:
+                raise EtlensError(f"viewer assets: {sym!r} is exported by both {owner[sym]} and {name}")
+            owner[sym] = name
+    parts = []
+    for name in order:
+        src = _IMPORT.sub("", sources[name])
+        for names, dep in imports[name]:
+            missing = [x for x in names if x not in exports[dep]]
+            if missing:
+                raise EtlensError(f"viewer assets: {name} imports {', '.join(missing)} that {dep} does not export")
+        src = _EXPORT_KEYWORD.sub("", src)
+        leftover = _ANY_MODULE_SYNTAX.search(src)
+        if leftover:
+            line = src[leftover.start():].split("\n", 1)[0]
+            raise EtlensError(f"viewer assets: {name}: unsupported module syntax {line!r}")
+        listed = ", ".join(exports[name])
+        if listed:
+            parts.append(f"// ---- {name}\nconst {{ {listed} }} = (() => {{\n{src}\nreturn {{ {listed} }};\n}})();")
+        else:
+            parts.append(f"// ---- {name}\n(() => {{\n{src}\n}})();")
+    return "(() => {\n'use strict';\n" + "\n".join(parts) + "\n})();\n"
 
 
 @lru_cache(maxsize=1)
@@ -29,7 +100,7 @@ def _assets() -> tuple[str, str, str]:
     root = resources.files("etlens.views.html").joinpath("assets")
     template = root.joinpath("viewer.html").read_text(encoding="utf-8")
     css = root.joinpath("viewer.css").read_text(encoding="utf-8")
-    js = "\n".join(root.joinpath(name).read_text(encoding="utf-8") for name in _JS_FILES)
+    js = bundle_js(lambda name: root.joinpath(name).read_text(encoding="utf-8"))
     if "</script" in js.lower() or "</style" in css.lower():  # would end the inline element early
         raise EtlensError("viewer assets contain a closing tag; they cannot be inlined safely")
     return template, css, js
@@ -42,7 +113,7 @@ def embed_json(data: Any) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def render_page(payload: dict[str, Any]) -> str:
+def render_page(payload: Mapping[str, Any]) -> str:
     """The complete HTML document for ``payload`` (see :mod:`etlens.views.html.payload`)."""
     template, css, js = _assets()
     # Substitute the data last and with a function-free split so payload text is never re-scanned.
@@ -52,7 +123,7 @@ def render_page(payload: dict[str, Any]) -> str:
     return head + embed_json(payload) + tail
 
 
-def write_page(payload: dict[str, Any], path: str | os.PathLike) -> str:
+def write_page(payload: Mapping[str, Any], path: str | os.PathLike) -> str:
     """Write the page to ``path`` and return the path as a string."""
     path = os.fspath(path)
     text = render_page(payload)

@@ -1,424 +1,320 @@
-/* etlens viewer — page wiring: toolbar, details panel, search and filters, legend, pass stepping,
- * side-by-side compare with lineage-synchronised selection, overlays, export, keyboard. */
-'use strict';
+/* etlens viewer — the page: owns the one state object and wires toolbar, panes, panels, search,
+ * category filter, pass stepping, compare selection sync, export and keyboard.
+ *
+ * State (createState) is the only mutable data shared between components; Model objects are
+ * read-only, Views draw from the state and own only their canvas, PassBar/DetailsPanel/Legend
+ * render from it. */
 
-(function () {
-  var ETL = window.ETL, el = ETL.el;
-  var t0 = performance.now();
-  var D = JSON.parse(document.getElementById('etlens-data').textContent);
-  var S = D.S, str = function (i) { return i >= 0 ? S[i] : ''; };
-  ETL.times = { parsed: performance.now() - t0 };
-  var $ = function (id) { return document.getElementById(id); };
-  document.title = D.title || 'etlens graph';
-  $('etl-title').textContent = D.title || 'etlens graph';
+import { el } from './dom.js';
+import { Layout } from './layout.js';
+import { Model } from './model.js';
+import { DetailsPanel, Legend } from './panels.js';
+import { readPayload } from './payload.js';
+import { download, toSVG } from './svg.js';
+import { View } from './view.js';
 
-  var models = D.graphs.map(function (gp) { return new ETL.Model(gp, S); });
-  var overlay = D.overlay || null;
-  var viewsHost = $('etl-views');
-  var views = models.map(function (M, k) {
-    var pane = el('div', { cls: 'etl-pane' });
-    if (models.length > 1) pane.appendChild(el('div', { cls: 'etl-pane-title', text: M.name }));
-    var host = el('div', { cls: 'etl-stage' });
-    pane.appendChild(host);
-    viewsHost.appendChild(pane);
-    var v = new ETL.View(M, host, { overlay: overlay });
-    v.index = k;
-    return v;
-  });
-  var active = views[0];
-  ETL.times.layout = performance.now() - t0;
+/* The viewer's whole mutable state. One pane per graph. */
+export function createState(models, overlay) {
+  return {
+    activePane: 0,
+    panes: models.map((M) => ({
+      collapsed: Layout.initialCollapse(M),   // per group: 1 = drawn as one box
+      camera: { scale: 1, x: 0, y: 0 },       // zoom and pan
+      selected: -1,                            // node index, n + group id, or -1
+      marked: null,                            // Set of nodes matching another pane's selection
+      matches: null                            // Uint8Array of search hits, null without a search
+    })),
+    hiddenCategories: new Set(),               // categories dimmed by the legend filter
+    overlay: overlay || null,                  // {label, min, max} colour scale, or null
+    snapshot: null,                            // the pass shown (Snapshot), pass pages only
+    search: { query: '', hits: [], cursor: -1 }
+  };
+}
 
-  // ---------------------------------------------------------------- details panel
-  var details = $('etl-details');
-  function row(tbl, k, v) {
-    if (v === null || v === undefined || v === '') return;
-    tbl.appendChild(el('tr', null, el('th', { text: k }), el('td', null, typeof v === 'string' ? el('span', { text: v }) : v)));
-  }
-  function nodeButton(view, i) {
-    return el('button', { cls: 'etl-link', text: ETL.trunc(view.M.nodeName(i), 60), title: view.M.nodeName(i),
-      onclick: function () { selectNode(view, i, true); } });
-  }
-  function histogram(view, nodes) {
-    var counts = new Map(), M = view.M;
-    nodes.forEach(function (i) { var t = M.str(M.gp.target[i]) || M.cat[i]; counts.set(t, (counts.get(t) || 0) + 1); });
-    var arr = Array.from(counts.entries()).sort(function (a, b) { return b[1] - a[1]; });
-    var ul = el('ul', { cls: 'etl-hist' });
-    arr.slice(0, 15).forEach(function (p) { ul.appendChild(el('li', { text: p[1] + ' \u00D7 ' + p[0] })); });
-    if (arr.length > 15) ul.appendChild(el('li', { text: '\u2026 ' + (arr.length - 15) + ' more kinds' }));
-    return ul;
-  }
-  function descendants(M, g) {
-    var out = [], stack = [g];
-    while (stack.length) {
-      var x = stack.pop();
-      out.push.apply(out, M.gMembers[x]);
-      stack.push.apply(stack, M.gChildren[x]);
+export class App {
+  constructor(doc) {
+    const t0 = performance.now();
+    this.doc = doc;
+    this.payload = readPayload(doc);
+    this.times = { parsed: performance.now() - t0 };
+    const D = this.payload;
+    this.mode = D.mode;
+    const title = D.title || 'etlens graph';
+    doc.title = title;
+    this.$('etl-title').textContent = title;
+    this.models = D.graphs.map((gp) => new Model(gp, D.strings));
+    this.state = createState(this.models, D.overlay);
+    this._matches = D.mode === 'compare' ? D.matches : null;
+    this._matchCache = new Map();
+    this._painted = new Set();
+    this.ready = false;
+    const viewsHost = this.$('etl-views');
+    const callbacks = { onSelect: (view, it) => this.selectItem(view, it), onDraw: (view) => this._firstPaint(view) };
+    this.views = this.models.map((M, k) => {
+      const host = el('div', { cls: 'etl-stage' });
+      viewsHost.appendChild(el('div', { cls: 'etl-pane' },
+        this.models.length > 1 ? el('div', { cls: 'etl-pane-title', text: M.name }) : null, host));
+      return new View(M, host, this.state, k, callbacks);
+    });
+    this.times.layout = performance.now() - t0;
+    this.details = new DetailsPanel(this.$('etl-details'), this.state, {
+      selectNode: (view, i) => this.selectNode(view, i, true),
+      toggleGroup: (view, g) => { view.toggleGroup(g); this.details.show(view, view.pane.selected); }
+    });
+    new Legend(this.$('etl-legend'), this.models, this.state, { toggleCategory: (c) => this.toggleCategory(c) });
+    this._bindSearch();
+    this._bindToolbar();
+    this._bindKeys();
+    if (this.mode === 'passes') this._bindPassBar();
+    this.details.show(this.activeView, -1);
+    for (const v of this.views) {
+      v.resize();
+      if (this.state.snapshot) v.fitSnapshot(); else v.initialView();
     }
-    return out;
   }
-  function showDetails(view, it) {
-    details.textContent = '';
-    var M = view.M;
-    if (it < 0) { details.appendChild(el('p', { cls: 'etl-hint', text: 'Click a node or a box. Double-click a box to expand it.' })); return; }
-    var tbl = el('table', { cls: 'etl-kv' });
-    if (it >= M.n) {
-      var g = it - M.n, st = ETL.GROUP_STYLE[M.gKind[g]] || ETL.GROUP_STYLE[1];
-      details.appendChild(el('h2', { text: M.gLabel[g] }));
-      details.appendChild(tbl);
-      row(tbl, 'kind', st.name);
-      row(tbl, 'type', M.gType[g]);
-      row(tbl, 'nodes', String(M.gCount[g]));
-      details.appendChild(el('button', { cls: 'etl-btn', id: 'etl-toggle-group', text: view.collapsed[g] ? 'Expand' : 'Collapse',
-        onclick: function () { view.toggleGroup(g); showDetails(view, it); } }));
-      if (M.gRep[g] >= 0) {
-        details.appendChild(el('h3', { text: 'Representative node' }));
-        details.appendChild(nodeButton(view, M.gRep[g]));
-      }
-      details.appendChild(el('h3', { text: 'Operators inside' }));
-      details.appendChild(histogram(view, descendants(M, g)));
-      return;
+
+  $(id) { return this.doc.getElementById(id); }
+  get activeView() { return this.views[this.state.activePane]; }
+
+  _firstPaint(view) {
+    if (this.ready || this._painted.has(view.index)) return;
+    this._painted.add(view.index);
+    if (this._painted.size === this.views.length) {
+      this.times.firstPaint = performance.now();
+      this.ready = true;
+      window.etlensReady = true;
     }
-    var i = it, gp = M.gp, x = M.details(i);
-    details.appendChild(el('h2', { text: M.str(gp.label[i]) }));
-    details.appendChild(tbl);
-    row(tbl, 'name', M.nodeName(i));
-    row(tbl, 'kind', ETL.KINDS[gp.kind[i]] || '');
-    row(tbl, 'op', M.str(gp.target[i]));
-    row(tbl, 'category', M.cat[i]);
-    row(tbl, 'output', x.o ? x.o.join('\n') : M.str(gp.shape[i]));
-    if (view.snap) row(tbl, 'this pass', !view.snap.present[i] ? 'removed' : ['unchanged', 'added', 'rewritten'][view.snap.status[i]]);
-    if (M.ov && overlay) row(tbl, overlay.label || 'value', M.ov[i] === null ? 'n/a' : ETL.fmtNum(M.ov[i]));
-    var dh = gp.dh[i];
-    if (dh) row(tbl, 'debug handles', dh.join(', '));
-    var mp = M.modulePath(i);
-    if (mp.length) {
-      var ul = el('ul', { cls: 'etl-mods' });
-      mp.forEach(function (p) { ul.appendChild(el('li', null, el('code', { text: p[0] || '(root)' }), ' ', el('span', { cls: 'etl-dim', text: p[1] }))); });
-      row(tbl, 'module', ul);
+  }
+
+  redrawAll() { for (const v of this.views) v.redraw(); }
+
+  // ------------------------------------------------------------ selection (+ compare sync)
+  /* Nodes of pane b that represent node `it` of pane a (precomputed in Python). */
+  matchesFor(a, b) {
+    const key = a + ',' + b;
+    let m = this._matchCache.get(key);
+    if (!m) {
+      m = new Map();
+      const flat = (this._matches && this._matches[key]) || [];
+      for (let q = 0; q < flat.length; q += 2 + flat[q + 1]) m.set(flat[q], flat.slice(q + 2, q + 2 + flat[q + 1]));
+      this._matchCache.set(key, m);
     }
-    var ins = el('div'), outs = el('div');
-    M.preds[i].forEach(function (p) { ins.appendChild(nodeButton(view, p)); });
-    M.succs[i].forEach(function (p) { outs.appendChild(nodeButton(view, p)); });
-    if (M.preds[i].length) row(tbl, 'inputs', ins);
-    if (M.succs[i].length) row(tbl, 'users', outs);
-    if (x.d) {
-      details.appendChild(el('h3', { text: 'Delegate' }));
-      var dt = el('table', { cls: 'etl-kv' });
-      details.appendChild(dt);
-      row(dt, 'backend', x.d.backend);
-      if (x.d.size !== null && x.d.size !== undefined) row(dt, 'payload', x.d.size.toLocaleString() + ' bytes');
-      if (x.d.index !== null && x.d.index !== undefined) row(dt, 'index', String(x.d.index));
-      if (x.d.inner) row(dt, 'inner graph', x.d.inner + ' nodes');
-      Object.keys(x.d.specs || {}).forEach(function (k) { row(dt, k, String(x.d.specs[k])); });
-      if (x.d.ops && x.d.ops.length) {
-        details.appendChild(el('h3', { text: 'Ops inside (' + x.d.ops.length + ')' }));
-        var counts = new Map();
-        x.d.ops.forEach(function (o) { counts.set(o, (counts.get(o) || 0) + 1); });
-        var hl = el('ul', { cls: 'etl-hist' });
-        counts.forEach(function (c, o) { hl.appendChild(el('li', { text: c + ' \u00D7 ' + o })); });
-        details.appendChild(hl);
+    return m;
+  }
+
+  selectItem(view, it) {
+    const state = this.state;
+    state.activePane = view.index;
+    state.panes.forEach((p, k) => { if (k !== view.index) p.selected = -1; p.marked = null; });
+    view.pane.selected = it;
+    this.details.show(view, it);
+    if (this.views.length > 1 && it >= 0 && it < view.M.n) {
+      for (const v of this.views) {
+        if (v === view) continue;
+        const hits = this.matchesFor(view.index, v.index).get(it) || [];
+        v.pane.marked = new Set(hits);
+        if (hits.length) { for (const h of hits) v.reveal(h); v.centerOn(hits[0], true); }
       }
     }
-    var ln = gp.ln ? gp.ln[i] : 0;
-    if (ln && ln.length) {
-      details.appendChild(el('h3', { text: 'Lineage (nearest first)' }));
-      var ol = el('ol', { cls: 'etl-lineage' });
-      for (var q = 0; q < ln.length; q += 3) {
-        var lt = [M.str(ln[q + 1]), M.str(ln[q + 2]) ? 'by ' + M.str(ln[q + 2]) : ''].filter(Boolean).join(' \u00B7 ');
-        ol.appendChild(el('li', null, el('code', { text: M.str(ln[q]) }), ' ', el('span', { cls: 'etl-dim', text: lt })));
-      }
-      details.appendChild(ol);
-    }
-    if (x.a && Object.keys(x.a).length) {
-      details.appendChild(el('h3', { text: 'Arguments' }));
-      var at = el('table', { cls: 'etl-kv' });
-      Object.keys(x.a).forEach(function (k) {
-        var v = x.a[k];
-        row(at, k, ETL.trunc(typeof v === 'string' ? v : JSON.stringify(v), 400));
-      });
-      details.appendChild(at);
-    }
-    var stk = M.str(gp.st[i]);
-    if (stk) {
-      details.appendChild(el('h3', { text: 'Stack trace' }));
-      details.appendChild(el('pre', { cls: 'etl-pre', text: stk }));
-    }
+    this.redrawAll();
   }
 
-  // ---------------------------------------------------------------- selection (+ compare sync)
-  var matchCache = {};
-  function matchesFor(a, b) {
-    var key = a + ',' + b;
-    if (matchCache[key]) return matchCache[key];
-    var flat = (D.match || {})[key] || [], m = new Map();
-    for (var q = 0; q < flat.length;) { var src = flat[q], c = flat[q + 1]; m.set(src, flat.slice(q + 2, q + 2 + c)); q += 2 + c; }
-    return (matchCache[key] = m);
-  }
-  function selectItem(view, it) {
-    active = view;
-    views.forEach(function (v) { if (v !== view) { v.sel = -1; } v.marked = null; });
-    view.sel = it;
-    showDetails(view, it);
-    if (views.length > 1 && it >= 0 && it < view.M.n) {
-      views.forEach(function (v) {
-        if (v === view) return;
-        var hits = matchesFor(view.index, v.index).get(it) || [];
-        v.marked = new Set(hits);
-        if (hits.length) { v.reveal(hits[0]); hits.forEach(function (h) { v.reveal(h); }); v.centerOn(hits[0], true); }
-      });
-    }
-    views.forEach(function (v) { v.redraw(); });
-  }
-  function selectNode(view, i, center) {
+  selectNode(view, i, center) {
     view.reveal(i);
-    selectItem(view, i);
+    this.selectItem(view, i);
     if (center) view.centerOn(i);
   }
-  views.forEach(function (v) { v.onSelect = selectItem; });
 
-  // ---------------------------------------------------------------- search and category filter
-  var search = $('etl-search'), searchInfo = $('etl-search-info'), matchList = [], cursor = -1, timer = 0;
-  function runSearch() {
-    var q = search.value;
-    matchList = []; cursor = -1;
-    views.forEach(function (v) {
-      var hits = v.M.search(q);
-      if (!hits) { v.matches = null; } else {
-        v.matches = new Uint8Array(v.M.n);
-        hits.forEach(function (i) { v.matches[i] = 1; });
+  selectByName(name, paneIndex) {
+    const v = this.views[paneIndex || 0], i = v.M.byName.get(name);
+    if (i === undefined) return false;
+    this.selectNode(v, i, true);
+    return true;
+  }
+
+  toggleCategory(cat) {
+    const hidden = this.state.hiddenCategories;
+    if (hidden.has(cat)) hidden.delete(cat); else hidden.add(cat);
+    this.redrawAll();
+    return hidden.has(cat);
+  }
+
+  // ------------------------------------------------------------ search
+  runSearch(query) {
+    const search = this.state.search;
+    search.query = query; search.hits = []; search.cursor = -1;
+    this.views.forEach((v) => {
+      const hits = v.M.search(query);
+      v.pane.matches = hits ? new Uint8Array(v.M.n) : null;
+      if (hits) for (const i of hits) v.pane.matches[i] = 1;
+      if (v === this.activeView && hits) search.hits = hits;
+    });
+    this.redrawAll();
+    const n = search.hits.length;
+    this.$('etl-search-info').textContent = query.trim() ? n + ' match' + (n === 1 ? '' : 'es') : '';
+  }
+
+  nextMatch(dir) {
+    const search = this.state.search, hits = search.hits;
+    if (!hits.length) return;
+    search.cursor = (search.cursor + dir + hits.length) % hits.length;
+    this.selectNode(this.activeView, hits[search.cursor], true);
+    this.$('etl-search-info').textContent = (search.cursor + 1) + ' / ' + hits.length;
+  }
+
+  _bindSearch() {
+    const input = this.$('etl-search');
+    let timer = 0;
+    input.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(() => this.runSearch(input.value), 120); });
+    input.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Enter') {
+        clearTimeout(timer);
+        if (!this.state.search.hits.length || this.state.search.cursor < 0) this.runSearch(input.value);
+        this.nextMatch(ev.shiftKey ? -1 : 1);
+        ev.preventDefault();
       }
-      if (v === active && hits) matchList = hits;
-      v.redraw();
+      if (ev.key === 'Escape') { input.value = ''; this.runSearch(''); input.blur(); }
     });
-    searchInfo.textContent = q.trim() ? matchList.length + ' match' + (matchList.length === 1 ? '' : 'es') : '';
   }
-  function nextMatch(dir) {
-    if (!matchList.length) return;
-    cursor = (cursor + dir + matchList.length) % matchList.length;
-    selectNode(active, matchList[cursor], true);
-    searchInfo.textContent = (cursor + 1) + ' / ' + matchList.length;
-  }
-  search.addEventListener('input', function () { clearTimeout(timer); timer = setTimeout(runSearch, 120); });
-  search.addEventListener('keydown', function (ev) {
-    if (ev.key === 'Enter') { clearTimeout(timer); if (!matchList.length || cursor < 0) runSearch(); nextMatch(ev.shiftKey ? -1 : 1); ev.preventDefault(); }
-    if (ev.key === 'Escape') { search.value = ''; runSearch(); search.blur(); }
-  });
 
-  var legend = $('etl-legend'), hidden = {};
-  (function buildLegend() {
-    var counts = {};
-    models.forEach(function (M) { M.cat.forEach(function (c) { counts[c] = (counts[c] || 0) + 1; }); });
-    Object.keys(counts).sort().forEach(function (c) {
-      var item = el('button', { cls: 'etl-legend-item', title: 'show / hide ' + c },
-        el('span', { cls: 'etl-swatch' }), el('span', { text: c + ' ' + counts[c] }));
-      item.firstChild.style.background = ETL.catColor(c);
-      item.addEventListener('click', function () {
-        hidden[c] = !hidden[c];
-        item.classList.toggle('etl-off', hidden[c]);
-        views.forEach(function (v) { v.hiddenCats = hidden; v.redraw(); });
-      });
-      legend.appendChild(item);
-    });
-    var gl = el('div', { cls: 'etl-legend-groups' });
-    [1, 2, 3].forEach(function (k) {
-      var sw = el('span', { cls: 'etl-swatch etl-swatch-box' });
-      sw.style.background = ETL.GROUP_STYLE[k].box; sw.style.borderColor = ETL.GROUP_STYLE[k].stroke;
-      gl.appendChild(el('span', { cls: 'etl-legend-item' }, sw, el('span', { text: ETL.GROUP_STYLE[k].name })));
-    });
-    legend.appendChild(gl);
-    if (overlay) {
-      var ovBox = el('div', { cls: 'etl-overlay-legend' }, el('div', { cls: 'etl-ov-title', text: overlay.label || 'value' }));
-      var bar = el('canvas', { width: '180', height: '12', cls: 'etl-ov-bar' });
-      var bctx = bar.getContext('2d');
-      for (var px = 0; px < 180; px++) { bctx.fillStyle = ETL.scaleColor(overlay, overlay.min + (overlay.max - overlay.min) * px / 179); bctx.fillRect(px, 0, 1, 12); }
-      ovBox.appendChild(bar);
-      ovBox.appendChild(el('div', { cls: 'etl-ov-scale' }, el('span', { text: ETL.fmtNum(overlay.min) }), el('span', { text: ETL.fmtNum((overlay.min + overlay.max) / 2) }), el('span', { text: ETL.fmtNum(overlay.max) })));
-      legend.appendChild(ovBox);
-    }
-  })();
+  // ------------------------------------------------------------ pass stepping
+  get snapshotIndex() { return this.state.snapshot ? this.state.snapshot.index : 0; }
 
-  // ---------------------------------------------------------------- pass stepping
-  var snaps = D.mode === 'passes' ? D.graphs[0].snaps : null, snapIndex = 0;
-  function runs(r, n) {
-    var a = new Uint8Array(n);
-    for (var q = 0; q < r.length; q += 2) for (var z = r[q]; z < r[q] + r[q + 1]; z++) a[z] = 1;
-    return a;
-  }
-  function liftEdges(view) {
-    var snap = view.snap, M = view.M, rep = view.L.rep, E = M.edges, BIG = M.n + M.ng + 1, on = new Set();
-    for (var e = 0; e < E.length; e += 2) if (snap.edges[e >> 1]) { var a = rep[E[e]], b = rep[E[e + 1]]; if (a !== b) on.add(a * BIG + b); }
-    snap.edgeOn = on;
-  }
-  function applySnap(k) {
-    var view = views[0], M = view.M, rec = snaps[k], n = M.n;
-    snapIndex = k;
-    if (!M.baseLabel) M.baseLabel = M.label.slice();
-    M.label = M.baseLabel.slice();
-    var tg = rec.tg || [];
-    for (var q = 0; q < tg.length; q += 3) M.label[tg[q]] = ETL.trunc(str(tg[q + 2]), 30);
-    var snap = { present: runs(rec.p, n), edges: runs(rec.ep, M.edges.length / 2), status: new Uint8Array(n), removed: new Uint8Array(n),
-      groupStatus: new Uint8Array(M.ng), groupPresent: new Uint8Array(M.ng) };
-    rec.add.forEach(function (i) { snap.status[i] = 1; });
-    rec.rw.forEach(function (i) { snap.status[i] = 2; });
-    rec.rm.forEach(function (i) { snap.removed[i] = 1; });
-    for (var i = 0; i < n; i++) {
-      var st = snap.status[i] || (snap.removed[i] ? 2 : 0), pr = snap.present[i];
-      if (!st && !pr) continue;
-      for (var g = M.group[i]; g > 0; g = M.gParent[g]) {
-        if (pr) snap.groupPresent[g] = 1;
-        if (st && (!snap.groupStatus[g] || st === 2)) snap.groupStatus[g] = st;
-      }
-    }
-    view.snap = snap;
-    liftEdges(view);
-    $('etl-pass-select').value = String(k);
-    var parts = [(k + 1) + ' / ' + snaps.length, rec.n + ' nodes'];
-    if (rec.dn !== null && rec.dn !== undefined && k > 0) parts.push((rec.dn >= 0 ? '+' : '\u2212') + Math.abs(rec.dn) + ' nodes');
-    if (rec.t !== null && rec.t !== undefined) parts.push((rec.t * 1000).toFixed(rec.t < 0.01 ? 2 : 1) + ' ms');
-    parts.push(rec.add.length + ' added', rec.rw.length + ' rewritten', rec.nrm + ' removed');
-    if (str(rec.stage)) parts.push('stage ' + str(rec.stage));
-    $('etl-pass-info').textContent = parts.join(' \u00B7 ');
-    var banner = $('etl-banner');
+  /* Show pass k (clamped) of a pass-trace page. */
+  showSnapshot(k) {
+    const view = this.views[0], M = view.M;
+    k = Math.max(0, Math.min(M.snapshotCount - 1, k));
+    const snap = M.snapshot(k);
+    this.state.snapshot = snap;
+    this.$('etl-pass-select').value = String(k);
+    const parts = [(k + 1) + ' / ' + M.snapshotCount, snap.nodeCount + ' nodes'];
+    const dn = snap.nodesDelta;
+    if (dn !== null && dn !== undefined && k > 0) parts.push((dn >= 0 ? '+' : '\u2212') + Math.abs(dn) + ' nodes');
+    const t = snap.wallTimeS;
+    if (t !== null && t !== undefined) parts.push((t * 1000).toFixed(t < 0.01 ? 2 : 1) + ' ms');
+    parts.push(snap.addedCount + ' added', snap.rewrittenCount + ' rewritten', snap.removedCount + ' removed');
+    if (snap.stage) parts.push('stage ' + snap.stage);
+    this.$('etl-pass-info').textContent = parts.join(' \u00B7 ');
+    const banner = this.$('etl-banner');
     banner.textContent = '';
-    if (rec.err) {
-      banner.hidden = false;
-      banner.appendChild(el('strong', { text: 'Pass "' + str(rec.name) + '" failed: ' + str(rec.err[0]) + ': ' + str(rec.err[1]) }));
-      if (str(rec.err[2])) banner.appendChild(el('details', null, el('summary', { text: 'traceback' }), el('pre', { text: str(rec.err[2]) })));
-    } else banner.hidden = true;
-    if (view.sel >= 0) showDetails(view, view.sel);
-    view._miniCache = null;
-    view.redraw();
-  }
-  function step(d) { if (snaps) applySnap(Math.max(0, Math.min(snaps.length - 1, snapIndex + d))); }
-  if (snaps) {
-    var sel = $('etl-pass-select');
-    snaps.forEach(function (rec, k) {
-      sel.appendChild(el('option', { value: String(k), text: (k + 1) + '. ' + str(rec.name) + (rec.err ? '  (failed)' : '') }));
-    });
-    sel.addEventListener('change', function () { applySnap(parseInt(sel.value, 10)); });
-    $('etl-prev').addEventListener('click', function () { step(-1); });
-    $('etl-next').addEventListener('click', function () { step(1); });
-    $('etl-passbar').hidden = false;
-    views[0].onRelayout = function () { if (views[0].snap) liftEdges(views[0]); };
-    applySnap(snaps.length - 1 >= 0 ? 0 : 0);
+    banner.hidden = !snap.error;
+    if (snap.error) {
+      const err = snap.error;
+      banner.appendChild(el('strong', { text: 'Pass "' + snap.name + '" failed: ' + err.type + ': ' + err.message }));
+      if (err.traceback) banner.appendChild(el('details', null, el('summary', { text: 'traceback' }), el('pre', { text: err.traceback })));
+    }
+    if (view.pane.selected >= 0) this.details.show(view, view.pane.selected);
+    view.invalidate();
+    return k;
   }
 
-  // ---------------------------------------------------------------- export
-  function download(name, href) {
-    var a = el('a', { href: href, download: name });
-    document.body.appendChild(a); a.click(); a.remove();
-  }
-  function xml(s) { return String(s).replace(/[&<>"']/g, function (c) { return { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]; }); }
-  ETL.toSVG = function (view) {
-    var L = view.L, M = view.M, n = M.n, s = view.s;
-    var x0 = -view.tx / s, y0 = -view.ty / s, w = view.cw / s, h = view.ch / s;
-    var inView = function (it) { return L.X[it] < x0 + w && L.X[it] + L.W[it] > x0 && L.Y[it] < y0 + h && L.Y[it] + L.H[it] > y0; };
-    var out = ['<svg xmlns="http://www.w3.org/2000/svg" viewBox="' + [x0, y0, w, h].map(function (v) { return v.toFixed(1); }).join(' ') + '" width="' + Math.round(view.cw) + '" height="' + Math.round(view.ch) + '" font-family="sans-serif">',
-      '<rect x="' + x0 + '" y="' + y0 + '" width="' + w + '" height="' + h + '" fill="#fff"/>'];
-    for (var g = 1; g < M.ng; g++) {
-      var it = n + g;
-      if (!L.vis[it] || !inView(it)) continue;
-      var st = ETL.GROUP_STYLE[M.gKind[g]] || ETL.GROUP_STYLE[1];
-      out.push('<rect x="' + L.X[it] + '" y="' + L.Y[it] + '" width="' + L.W[it] + '" height="' + L.H[it] + '" fill="' + (L.vis[it] === 1 ? st.box : 'none') + '" stroke="' + st.stroke + '"/>');
-      out.push('<text x="' + (L.X[it] + 8) + '" y="' + (L.Y[it] + 18) + '" font-size="12">' + xml(M.gLabel[g]) + '</text>');
-    }
-    var E = L.edges;
-    for (var e = 0; e < E.length; e += 2) {
-      var a = E[e], b = E[e + 1];
-      if (!inView(a) && !inView(b)) continue;
-      if (view.snap && !view.snap.edgeOn.has(a * (n + M.ng + 1) + b)) continue;
-      var ax = L.X[a] + L.W[a] / 2, ay = L.Y[a] + L.H[a], bx = L.X[b] + L.W[b] / 2, by = L.Y[b], dy = Math.max(30, Math.abs(by - ay) / 2);
-      out.push('<path d="M' + ax + ' ' + ay + 'C' + ax + ' ' + (ay + dy) + ' ' + bx + ' ' + (by - dy) + ' ' + bx + ' ' + by + '" fill="none" stroke="#90a4ae"/>');
-    }
-    for (var i = 0; i < n; i++) {
-      if (L.vis[i] !== 1 || !inView(i) || (view.snap && !view.snap.present[i])) continue;
-      out.push('<rect x="' + L.X[i] + '" y="' + L.Y[i] + '" width="' + L.W[i] + '" height="' + L.H[i] + '" rx="6" fill="' + xml(view.nodeFill(i)) + '" stroke="#555"/>');
-      out.push('<text x="' + (L.X[i] + L.W[i] / 2) + '" y="' + (L.Y[i] + 16) + '" font-size="12" text-anchor="middle">' + xml(M.label[i]) + '</text>');
-      if (M.shape[i]) out.push('<text x="' + (L.X[i] + L.W[i] / 2) + '" y="' + (L.Y[i] + 31) + '" font-size="10" text-anchor="middle" fill="#455a64">' + xml(M.shape[i]) + '</text>');
-    }
-    out.push('</svg>');
-    return out.join('\n');
-  };
-  $('etl-png').addEventListener('click', function () { download('etlens-graph.png', active.canvas.toDataURL('image/png')); });
-  $('etl-svg').addEventListener('click', function () { download('etlens-graph.svg', 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(ETL.toSVG(active))); });
-  $('etl-fit').addEventListener('click', function () { views.forEach(function (v) { v.fit(); }); });
-  $('etl-expand').addEventListener('click', function () { views.forEach(function (v) { v.setAllCollapsed(false); }); });
-  $('etl-collapse').addEventListener('click', function () { views.forEach(function (v) { v.setAllCollapsed(true); }); });
-  $('etl-help-btn').addEventListener('click', function () { var hp = $('etl-help'); hp.hidden = !hp.hidden; });
+  step(d) { if (this.state.snapshot) this.showSnapshot(this.snapshotIndex + d); }
 
-  // ---------------------------------------------------------------- keyboard
-  function neighbour(view, dir) {
-    var M = view.M, i = view.sel;
+  _bindPassBar() {
+    const M = this.models[0], select = this.$('etl-pass-select');
+    for (let k = 0; k < M.snapshotCount; k++) {
+      const snap = M.snapshot(k);
+      select.appendChild(el('option', { value: String(k), text: (k + 1) + '. ' + snap.name + (snap.error ? '  (failed)' : '') }));
+    }
+    select.addEventListener('change', () => this.showSnapshot(parseInt(select.value, 10)));
+    this.$('etl-prev').addEventListener('click', () => this.step(-1));
+    this.$('etl-next').addEventListener('click', () => this.step(1));
+    this.$('etl-passbar').hidden = false;
+    this.showSnapshot(0);
+  }
+
+  // ------------------------------------------------------------ toolbar and keyboard
+  _bindToolbar() {
+    const help = this.$('etl-help');
+    this.$('etl-png').addEventListener('click', () => download('etlens-graph.png', this.activeView.canvas.toDataURL('image/png')));
+    this.$('etl-svg').addEventListener('click', () => download('etlens-graph.svg',
+      'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(toSVG(this.activeView))));
+    this.$('etl-fit').addEventListener('click', () => { for (const v of this.views) v.fit(); });
+    this.$('etl-expand').addEventListener('click', () => { for (const v of this.views) v.setAllCollapsed(false); });
+    this.$('etl-collapse').addEventListener('click', () => { for (const v of this.views) v.setAllCollapsed(true); });
+    this.$('etl-help-btn').addEventListener('click', () => { help.hidden = !help.hidden; });
+  }
+
+  /* Select the producer (dir < 0) or user (dir > 0) of the selected node. */
+  neighbour(view, dir) {
+    const M = view.M, i = view.pane.selected;
     if (i < 0 || i >= M.n) return;
-    var list = dir > 0 ? M.succs[i] : M.preds[i];
-    if (list.length) selectNode(view, list[0], true);
+    const list = dir > 0 ? M.succs[i] : M.preds[i];
+    if (list.length) this.selectNode(view, list[0], true);
   }
-  function sibling(view, dir) {
-    var L = view.L, it = view.sel;
+
+  /* Select the nearest visible box left (dir < 0) or right (dir > 0) in the same row. */
+  sibling(view, dir) {
+    const L = view.L, it = view.pane.selected;
     if (it < 0) return;
-    var best = -1, bd = Infinity;
-    for (var q = 0; q < L.vis.length; q++) {
+    let best = -1, bd = Infinity;
+    for (let q = 0; q < L.vis.length; q++) {
       if (L.vis[q] !== 1 || Math.abs(L.Y[q] - L.Y[it]) > 20) continue;
-      var d = (L.X[q] - L.X[it]) * dir;
+      const d = (L.X[q] - L.X[it]) * dir;
       if (d > 0 && d < bd) { bd = d; best = q; }
     }
-    if (best >= 0) { selectItem(view, best); view.centerOn(best, true); }
+    if (best >= 0) { this.selectItem(view, best); view.centerOn(best, true); }
   }
-  document.addEventListener('keydown', function (ev) {
-    var tag = (ev.target && ev.target.tagName) || '';
-    if (tag === 'INPUT' || tag === 'SELECT' || tag === 'TEXTAREA') return;
-    var v = active, k = ev.key, handled = true;
-    if (k === 'ArrowRight' || k === 'ArrowLeft') {
-      var d = k === 'ArrowRight' ? 1 : -1;
-      if (snaps && !ev.altKey) step(d); else sibling(v, d);
-    } else if (k === 'ArrowDown') neighbour(v, 1);
-    else if (k === 'ArrowUp') neighbour(v, -1);
-    else if (k === 'PageDown' || k === ']') step(1);
-    else if (k === 'PageUp' || k === '[') step(-1);
-    else if (k === 'f') views.forEach(function (x) { x.fit(); });
-    else if (k === '/') { search.focus(); }
-    else if (k === '+' || k === '=') v.zoomAt(1.25, v.cw / 2, v.ch / 2);
-    else if (k === '-') v.zoomAt(0.8, v.cw / 2, v.ch / 2);
-    else if (k === 'n') nextMatch(ev.shiftKey ? -1 : 1);
-    else if (k === 'N') nextMatch(-1);
-    else if (k === 'Enter' && v.sel >= 0) {
-      if (v.sel >= v.M.n) { v.toggleGroup(v.sel - v.M.n); showDetails(v, v.sel); }
-      else if (v.M.group[v.sel] > 0) { var g = v.M.group[v.sel]; v.toggleGroup(g, false); selectItem(v, v.M.n + g); }
-    } else if (k === 'Escape') { selectItem(v, -1); }
-    else if (k === '?') { var hp = $('etl-help'); hp.hidden = !hp.hidden; }
-    else handled = false;
-    if (handled) ev.preventDefault();
-  });
 
-  // ---------------------------------------------------------------- start
-  showDetails(active, -1);
-  var painted = 0;
-  views.forEach(function (v) {
-    v.resize();
-    v.initialView();
-    v.onDraw = function () {
-      if (v._painted) return;
-      v._painted = true;
-      if (++painted === views.length) {
-        ETL.times.firstPaint = performance.now();
-        window.etlensReady = true;
-      }
+  _bindKeys() {
+    this.doc.addEventListener('keydown', (ev) => {
+      const tag = (ev.target && ev.target.tagName) || '';
+      if (tag === 'INPUT' || tag === 'SELECT' || tag === 'TEXTAREA') return;
+      const v = this.activeView, k = ev.key, sel = v.pane.selected, passes = !!this.state.snapshot;
+      let handled = true;
+      if (k === 'ArrowRight' || k === 'ArrowLeft') {
+        const d = k === 'ArrowRight' ? 1 : -1;
+        if (passes && !ev.altKey) this.step(d); else this.sibling(v, d);
+      } else if (k === 'ArrowDown') this.neighbour(v, 1);
+      else if (k === 'ArrowUp') this.neighbour(v, -1);
+      else if (k === 'PageDown' || k === ']') this.step(1);
+      else if (k === 'PageUp' || k === '[') this.step(-1);
+      else if (k === 'f') { for (const x of this.views) x.fit(); }
+      else if (k === '/') this.$('etl-search').focus();
+      else if (k === '+' || k === '=') v.zoomAt(1.25, v.cw / 2, v.ch / 2);
+      else if (k === '-') v.zoomAt(0.8, v.cw / 2, v.ch / 2);
+      else if (k === 'n') this.nextMatch(ev.shiftKey ? -1 : 1);
+      else if (k === 'N') this.nextMatch(-1);
+      else if (k === 'Enter' && sel >= 0) {
+        if (sel >= v.M.n) { v.toggleGroup(sel - v.M.n); this.details.show(v, sel); }
+        else if (v.M.group[sel] > 0) { const g = v.M.group[sel]; v.toggleGroup(g, false); this.selectItem(v, v.M.n + g); }
+      } else if (k === 'Escape') this.selectItem(v, -1);
+      else if (k === '?') { const help = this.$('etl-help'); help.hidden = !help.hidden; }
+      else handled = false;
+      if (handled) ev.preventDefault();
+    });
+  }
+
+  /* The hooks tests and scripts use (window.etlens; no model data is evaluated as code). */
+  hooks() {
+    const view = (vi) => this.views[vi || 0];
+    return {
+      mode: this.mode,
+      times: this.times,
+      state: this.state,
+      views: this.views,
+      find: (name, vi) => view(vi).M.byName.get(name),
+      nodeName: (i, vi) => view(vi).M.nodeName(i),
+      marked: (vi) => Array.from(this.state.panes[vi || 0].marked || []),
+      select: (name, vi) => this.selectByName(name, vi),
+      screenPos: (name, vi) => {
+        const v = view(vi), i = v.M.byName.get(name);
+        if (i === undefined) return null;
+        v.reveal(i); v.centerOn(i); v.draw();
+        return v.screenPos(i);
+      },
+      step: (k) => (this.state.snapshot ? this.showSnapshot(k) : this.snapshotIndex),
+      snapIndex: () => this.snapshotIndex,
+      snapshotCount: () => this.models[0].snapshotCount,
+      visibleCount: (vi) => view(vi).L.visibleCount(),
+      visibleBounds: (vi) => view(vi).viewport(),
+      nodeRect: (name, vi) => {  // layout rectangle of the box showing node `name` (camera unchanged)
+        const v = view(vi), i = v.M.byName.get(name);
+        if (i === undefined) return null;
+        const L = v.L, it = L.rep[i];
+        return { x: L.X[it], y: L.Y[it], w: L.W[it], h: L.H[it] };
+      },
+      svg: (vi) => toSVG(view(vi))
     };
-  });
-  // the hooks tests and scripts use (no model data is evaluated as code)
-  window.etlens = {
-    views: views, mode: D.mode, times: ETL.times,
-    find: function (name, vi) { return views[vi || 0].M.byName.get(name); },
-    select: function (name, vi) { var v = views[vi || 0], i = v.M.byName.get(name); if (i === undefined) return false; selectNode(v, i, true); return true; },
-    screenPos: function (name, vi) {
-      var v = views[vi || 0], i = v.M.byName.get(name);
-      if (i === undefined) return null;
-      v.reveal(i); v.centerOn(i); v.draw();
-      return v.screenPos(i);
-    },
-    step: function (k) { if (snaps) applySnap(k); return snapIndex; },
-    snapIndex: function () { return snapIndex; },
-    visibleCount: function (vi) { var L = views[vi || 0].L, c = 0; for (var q = 0; q < L.vis.length; q++) if (L.vis[q] === 1) c++; return c; },
-    svg: function (vi) { return ETL.toSVG(views[vi || 0]); }
-  };
-})();
+  }
+}

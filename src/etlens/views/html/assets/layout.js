@@ -10,12 +10,12 @@
  * sources pulled down next to their first user, barycenter ordering sweeps, then x positions that
  * follow neighbours' centres while never overlapping (average of a left and a right compaction).
  */
-'use strict';
 
-var ETL = window.ETL || (window.ETL = {});
+import { NODE_H } from './model.js';
 
-ETL.layered = function (k, key, w, h, ea, eb, opts) {
-  // k items with sort keys, sizes; edges ea[i] -> eb[i] in local indices.
+/* One container's layered layout: k items with sort keys (graph order) and sizes w/h, edges
+ * ea[i] -> eb[i] in local indices. Returns local {x, y, width, height}. */
+export function layered(k, key, w, h, ea, eb, opts) {
   var gapX = opts.gapX, gapY = opts.gapY, li, q;
   var order = new Int32Array(k);
   for (var i = 0; i < k; i++) order[i] = i;
@@ -148,98 +148,143 @@ ETL.layered = function (k, key, w, h, ea, eb, opts) {
   }
   for (i = 0; i < k; i++) x[i] -= minX;
   return { x: x, y: y, width: maxX - minX, height: Math.max(0, top - gapY) };
-};
+}
 
-/* Lay out a Model under a collapse state. Returns item geometry: items 0..n-1 are nodes,
- * n..n+ng-1 groups. vis[item] = 0 hidden, 1 drawn as a box, 2 drawn as a frame (expanded group). */
-ETL.layoutModel = function (M, collapsed) {
-  var n = M.n, ng = M.ng, T = n + ng;
-  var hiddenBy = new Int32Array(ng).fill(-1);
-  for (var g = 1; g < ng; g++) {
-    var p = M.gParent[g];
-    hiddenBy[g] = hiddenBy[p] >= 0 ? hiddenBy[p] : (p > 0 && collapsed[p] ? p : -1);
+/* Item geometry of a Model under a collapse state. Items 0..n-1 are nodes, n..n+ng-1 groups;
+ * vis[item] is 0 hidden, 1 drawn as a box, 2 drawn as a frame (an expanded group); rep[node] is
+ * the visible item that stands for it; edges are the visible items' edges, deduplicated. */
+export class Layout {
+  /* collapsed: Uint8Array over groups (1 = collapsed), owned by the app's state. */
+  constructor(M, collapsed) {
+    const g = computeLayout(M, collapsed);
+    this.vis = g.vis; this.rep = g.rep;
+    this.X = g.X; this.Y = g.Y; this.W = g.W; this.H = g.H;
+    this.edges = g.edges; this.width = g.width; this.height = g.height;
   }
-  var vis = new Uint8Array(T);
-  var rep = new Int32Array(n);
-  for (var i = 0; i < n; i++) {
-    var gi = M.group[i];
-    var hb = hiddenBy[gi] >= 0 ? hiddenBy[gi] : (gi > 0 && collapsed[gi] ? gi : -1);
-    rep[i] = hb >= 0 ? n + hb : i;
-    if (hb < 0) vis[i] = 1;
-  }
-  for (g = 1; g < ng; g++) if (hiddenBy[g] < 0) vis[n + g] = collapsed[g] ? 1 : 2;
-  vis[n] = 2;
-  var W = new Float64Array(T), H = new Float64Array(T), X = new Float64Array(T), Y = new Float64Array(T);
-  for (i = 0; i < n; i++) if (vis[i]) { W[i] = M.nodeW[i]; H[i] = M.nodeH; }
-  for (g = 1; g < ng; g++) if (vis[n + g] === 1) { W[n + g] = M.groupW[g]; H[n + g] = 46; }
-  function container(item) { return item < n ? M.group[item] : M.gParent[item - n]; }
-  // lift every edge to the visible items, then to the children of their lowest common container
-  var seen = new Set(), local = new Map(), ve = [];
-  var E = M.edges, BIG = T + 1;
-  for (var e = 0; e < E.length; e += 2) {
-    var a = rep[E[e]], b = rep[E[e + 1]];
-    if (a === b) continue;
-    var kk = a * BIG + b;
-    if (seen.has(kk)) continue;
-    seen.add(kk);
-    ve.push(a, b);
-    var ca = container(a), cb = container(b);
-    var la = a, lb = b;
-    while (ca !== cb) {
-      if (M.gDepth[ca] >= M.gDepth[cb]) { la = n + ca; ca = M.gParent[ca]; }
-      else { lb = n + cb; cb = M.gParent[cb]; }
-    }
-    if (la === lb) continue;
-    var lst = local.get(ca);
-    if (!lst) { lst = []; local.set(ca, lst); }
-    lst.push(la, lb);
-  }
-  // expanded visible groups, deepest first
-  var conts = [];
-  for (g = 0; g < ng; g++) if (vis[n + g] === 2) conts.push(g);
-  conts.sort(function (p1, p2) { return M.gDepth[p2] - M.gDepth[p1]; });
-  var PAD = 14, HEAD = 24;
-  var kids = new Array(ng);
-  for (var ci = 0; ci < conts.length; ci++) {
-    g = conts[ci];
-    var items = [];
-    var mem = M.gMembers[g];
-    for (var q = 0; q < mem.length; q++) items.push(mem[q]);
-    var ch = M.gChildren[g];
-    for (q = 0; q < ch.length; q++) if (vis[n + ch[q]]) items.push(n + ch[q]);
-    var k = items.length, idx = new Map();
-    var key = new Float64Array(k), w = new Float64Array(k), h = new Float64Array(k);
-    for (q = 0; q < k; q++) {
-      var it = items[q];
-      idx.set(it, q);
-      key[q] = it < n ? it : M.gFirst[it - n];
-      w[q] = W[it]; h[q] = H[it];
-    }
-    var le = local.get(g) || [], ea = [], eb = [];
-    for (q = 0; q < le.length; q += 2) {
-      var x1 = idx.get(le[q]), x2 = idx.get(le[q + 1]);
-      if (x1 !== undefined && x2 !== undefined) { ea.push(x1); eb.push(x2); }
-    }
-    var res = ETL.layered(k, key, w, h, ea, eb, { gapX: 18, gapY: 34 });
-    for (q = 0; q < k; q++) { X[items[q]] = res.x[q]; Y[items[q]] = res.y[q]; }
-    kids[g] = items;
-    if (g === 0) { W[n] = res.width; H[n] = res.height; }
-    else { W[n + g] = Math.max(res.width + 2 * PAD, M.groupW[g]); H[n + g] = res.height + 2 * PAD + HEAD; }
-  }
-  // absolute positions, outermost first
-  X[n] = 0; Y[n] = 0;
-  for (ci = conts.length - 1; ci >= 0; ci--) {
-    g = conts[ci];
-    var ox = X[n + g] + (g ? PAD : 0), oy = Y[n + g] + (g ? PAD + HEAD : 0);
-    if (g) ox += (W[n + g] - 2 * PAD - (kids[g].length ? ETL._contentWidth(kids[g], X, W) : 0)) / 2;
-    var its = kids[g];
-    for (q = 0; q < its.length; q++) { X[its[q]] += ox; Y[its[q]] += oy; }
-  }
-  return { vis: vis, rep: rep, X: X, Y: Y, W: W, H: H, edges: ve, width: W[n], height: H[n] };
-};
 
-ETL._contentWidth = function (items, X, W) {
-  var mx = 0;
-  for (var q = 0; q < items.length; q++) mx = Math.max(mx, X[items[q]] + W[items[q]]);
+  /* Number of items drawn as boxes. */
+  visibleCount() {
+    let c = 0;
+    for (let q = 0; q < this.vis.length; q++) if (this.vis[q] === 1) c++;
+    return c;
+  }
+
+  /* Start collapsed enough that the first view shows at most ~budget boxes: open the hierarchy one
+   * whole level at a time (so siblings look alike), then greedily within the level that no longer
+   * fits. Returns a fresh collapse mask (Uint8Array over groups). */
+  static initialCollapse(M, budget = 250) {
+    const collapsed = new Uint8Array(M.ng);
+    if (M.n <= 400) return collapsed;
+    collapsed.fill(1, 1);
+    const size = (g) => M.gMembers[g].length + M.gChildren[g].length - 1;
+    let count = M.gMembers[0].length + M.gChildren[0].length;
+    let level = M.gChildren[0].slice();
+    while (level.length) {
+      const add = level.reduce((acc, g) => acc + size(g), 0);
+      if (count + add <= budget) {
+        const next = [];
+        for (const g of level) { collapsed[g] = 0; next.push(...M.gChildren[g]); }
+        count += add; level = next; continue;
+      }
+      if (count >= 12) break;  // a few dozen boxes already make a readable overview
+      level.sort((a, b) => M.gFirst[a] - M.gFirst[b]);
+      for (const g of level) {
+        if (count + size(g) <= budget) { collapsed[g] = 0; count += size(g); }
+      }
+      break;
+    }
+    return collapsed;
+  }
+}
+
+function computeLayout(M, collapsed) {
+    var n = M.n, ng = M.ng, T = n + ng;
+    var hiddenBy = new Int32Array(ng).fill(-1);
+    for (var g = 1; g < ng; g++) {
+      var p = M.gParent[g];
+      hiddenBy[g] = hiddenBy[p] >= 0 ? hiddenBy[p] : (p > 0 && collapsed[p] ? p : -1);
+    }
+    var vis = new Uint8Array(T);
+    var rep = new Int32Array(n);
+    for (var i = 0; i < n; i++) {
+      var gi = M.group[i];
+      var hb = hiddenBy[gi] >= 0 ? hiddenBy[gi] : (gi > 0 && collapsed[gi] ? gi : -1);
+      rep[i] = hb >= 0 ? n + hb : i;
+      if (hb < 0) vis[i] = 1;
+    }
+    for (g = 1; g < ng; g++) if (hiddenBy[g] < 0) vis[n + g] = collapsed[g] ? 1 : 2;
+    vis[n] = 2;
+    var W = new Float64Array(T), H = new Float64Array(T), X = new Float64Array(T), Y = new Float64Array(T);
+    for (i = 0; i < n; i++) if (vis[i]) { W[i] = M.nodeW[i]; H[i] = NODE_H; }
+    for (g = 1; g < ng; g++) if (vis[n + g] === 1) { W[n + g] = M.groupW[g]; H[n + g] = 46; }
+    function container(item) { return item < n ? M.group[item] : M.gParent[item - n]; }
+    // lift every edge to the visible items, then to the children of their lowest common container
+    var seen = new Set(), local = new Map(), ve = [];
+    var E = M.edges, BIG = T + 1;
+    for (var e = 0; e < E.length; e += 2) {
+      var a = rep[E[e]], b = rep[E[e + 1]];
+      if (a === b) continue;
+      var kk = a * BIG + b;
+      if (seen.has(kk)) continue;
+      seen.add(kk);
+      ve.push(a, b);
+      var ca = container(a), cb = container(b);
+      var la = a, lb = b;
+      while (ca !== cb) {
+        if (M.gDepth[ca] >= M.gDepth[cb]) { la = n + ca; ca = M.gParent[ca]; }
+        else { lb = n + cb; cb = M.gParent[cb]; }
+      }
+      if (la === lb) continue;
+      var lst = local.get(ca);
+      if (!lst) { lst = []; local.set(ca, lst); }
+      lst.push(la, lb);
+    }
+    // expanded visible groups, deepest first
+    var conts = [];
+    for (g = 0; g < ng; g++) if (vis[n + g] === 2) conts.push(g);
+    conts.sort(function (p1, p2) { return M.gDepth[p2] - M.gDepth[p1]; });
+    var PAD = 14, HEAD = 24;
+    var kids = new Array(ng);
+    for (var ci = 0; ci < conts.length; ci++) {
+      g = conts[ci];
+      var items = [];
+      var mem = M.gMembers[g];
+      for (var q = 0; q < mem.length; q++) items.push(mem[q]);
+      var ch = M.gChildren[g];
+      for (q = 0; q < ch.length; q++) if (vis[n + ch[q]]) items.push(n + ch[q]);
+      var k = items.length, idx = new Map();
+      var key = new Float64Array(k), w = new Float64Array(k), h = new Float64Array(k);
+      for (q = 0; q < k; q++) {
+        var it = items[q];
+        idx.set(it, q);
+        key[q] = it < n ? it : M.gFirst[it - n];
+        w[q] = W[it]; h[q] = H[it];
+      }
+      var le = local.get(g) || [], ea = [], eb = [];
+      for (q = 0; q < le.length; q += 2) {
+        var x1 = idx.get(le[q]), x2 = idx.get(le[q + 1]);
+        if (x1 !== undefined && x2 !== undefined) { ea.push(x1); eb.push(x2); }
+      }
+      var res = layered(k, key, w, h, ea, eb, { gapX: 18, gapY: 34 });
+      for (q = 0; q < k; q++) { X[items[q]] = res.x[q]; Y[items[q]] = res.y[q]; }
+      kids[g] = items;
+      if (g === 0) { W[n] = res.width; H[n] = res.height; }
+      else { W[n + g] = Math.max(res.width + 2 * PAD, M.groupW[g]); H[n + g] = res.height + 2 * PAD + HEAD; }
+    }
+    // absolute positions, outermost first
+    X[n] = 0; Y[n] = 0;
+    for (ci = conts.length - 1; ci >= 0; ci--) {
+      g = conts[ci];
+      var ox = X[n + g] + (g ? PAD : 0), oy = Y[n + g] + (g ? PAD + HEAD : 0);
+      if (g) ox += (W[n + g] - 2 * PAD - (kids[g].length ? contentWidth(kids[g], X, W) : 0)) / 2;
+      var its = kids[g];
+      for (q = 0; q < its.length; q++) { X[its[q]] += ox; Y[its[q]] += oy; }
+    }
+    return { vis: vis, rep: rep, X: X, Y: Y, W: W, H: H, edges: ve, width: W[n], height: H[n] };
+}
+
+function contentWidth(items, X, W) {
+  let mx = 0;
+  for (let q = 0; q < items.length; q++) mx = Math.max(mx, X[items[q]] + W[items[q]]);
   return mx;
-};
+}

@@ -1,146 +1,208 @@
-/* etlens viewer — the graph model decoded from the columnar payload, plus small DOM helpers.
- * Every string from the model reaches the page through textContent (see ETL.el), never innerHTML. */
-'use strict';
+/* etlens viewer — one graph of the payload, decoded into typed arrays and answering questions about
+ * its nodes and groups. The model is read-only after construction: views, panels and the app ask
+ * it through methods; per-pass differences come back as Snapshot objects (see snapshot()). */
 
-var ETL = window.ETL || (window.ETL = {});
+import { trunc } from './dom.js';
+import { parseDetails } from './payload.js';
 
-ETL.el = function (tag, attrs) {
-  var e = document.createElement(tag);
-  if (attrs) {
-    for (var k in attrs) {
-      if (!Object.prototype.hasOwnProperty.call(attrs, k)) continue;
-      var v = attrs[k];
-      if (k === 'text') e.textContent = v;
-      else if (k === 'cls') e.className = v;
-      else if (k.slice(0, 2) === 'on') e.addEventListener(k.slice(2), v);
-      else e.setAttribute(k, v);
+export const NODE_H = 38;
+
+export class Model {
+  /* gp: one entry of payload.graphs; strings: payload.strings. */
+  constructor(gp, strings) {
+    this.strings = strings;
+    const nodes = gp.nodes, groups = gp.groups;
+    const n = this.n = nodes.name.length;
+    this.name = this.str(gp.name);
+    this.edges = Int32Array.from(gp.edges);
+    this.group = Int32Array.from(nodes.group);
+    this.kind = Uint8Array.from(nodes.kind);
+    this._cols = {
+      name: nodes.name, label: nodes.label, target: nodes.target, shape: nodes.shape,
+      moduleStack: nodes.module_stack, stackTrace: nodes.stack_trace, debugHandles: nodes.debug_handles,
+      details: nodes.details, lineage: nodes.lineage
+    };
+    this._moduleStacks = gp.module_stacks;
+    this._snapshots = gp.snapshots || null;
+    this.overlay = nodes.overlay || null;
+    const ng = this.ng = groups.parent.length;
+    this.gParent = Int32Array.from(groups.parent);
+    this.gKind = Uint8Array.from(groups.kind);
+    this.gRep = Int32Array.from(groups.representative);
+    this.gLabel = groups.label.map((i) => trunc(this.str(i), 40));
+    this.gType = groups.type.map((i) => this.str(i));
+    this.gDepth = new Int32Array(ng);
+    for (let g = 1; g < ng; g++) this.gDepth[g] = this.gDepth[this.gParent[g]] + 1;
+    this.gMembers = Array.from({ length: ng }, () => []);
+    this.gChildren = Array.from({ length: ng }, () => []);
+    for (let g = 1; g < ng; g++) this.gChildren[this.gParent[g]].push(g);
+    for (let i = 0; i < n; i++) this.gMembers[this.group[i]].push(i);
+    // a group's place in graph order is its first *operator* (its weights are declared up front)
+    this.gFirst = new Float64Array(ng).fill(Infinity);
+    const firstAny = new Float64Array(ng).fill(Infinity);
+    this.gCount = new Int32Array(ng);
+    for (let i = 0; i < n; i++) {
+      const src = this.kind[i] <= 1;
+      for (let g = this.group[i]; g >= 0; g = g ? this.gParent[g] : -1) {
+        if (!src && i < this.gFirst[g]) this.gFirst[g] = i;
+        if (i < firstAny[g]) firstAny[g] = i;
+        this.gCount[g]++;
+      }
+    }
+    for (let g = 0; g < ng; g++) if (this.gFirst[g] === Infinity) this.gFirst[g] = firstAny[g];
+    this.label = new Array(n); this.shape = new Array(n); this.cat = new Array(n);
+    this.nodeW = new Float64Array(n); this.nodeH = NODE_H;
+    for (let i = 0; i < n; i++) {
+      const lb = trunc(this.str(nodes.label[i]), 30), sh = trunc(this.str(nodes.shape[i]), 34);
+      this.label[i] = lb; this.shape[i] = sh; this.cat[i] = this.str(nodes.category[i]);
+      this.nodeW[i] = Math.max(56, Math.max(lb.length * 7.2, sh.length * 6) + 18);
+    }
+    this.groupW = new Float64Array(ng);
+    for (let g = 1; g < ng; g++) {
+      const subtitle = String(this.gCount[g]).length + 18 + Math.min(28, this.gType[g].length);
+      this.groupW[g] = Math.max(90, this.gLabel[g].length * 7.6 + 30, subtitle * 6.2 + 16);
+    }
+    // adjacency for keyboard navigation and the details panel
+    this.preds = Array.from({ length: n }, () => []);
+    this.succs = Array.from({ length: n }, () => []);
+    for (let e = 0; e < this.edges.length; e += 2) {
+      this.succs[this.edges[e]].push(this.edges[e + 1]);
+      this.preds[this.edges[e + 1]].push(this.edges[e]);
+    }
+    this.byName = new Map();
+    for (let i = 0; i < n; i++) this.byName.set(this.nodeName(i), i);
+    this._search = null;
+  }
+
+  str(i) { return i >= 0 ? this.strings[i] : ''; }
+  nodeName(i) { return this.str(this._cols.name[i]); }
+  fullLabel(i) { return this.str(this._cols.label[i]); }
+  target(i) { return this.str(this._cols.target[i]); }
+  shapeText(i) { return this.str(this._cols.shape[i]); }
+  stackTrace(i) { return this.str(this._cols.stackTrace[i]); }
+  debugHandles(i) { return this._cols.debugHandles[i] || []; }
+  overlayValue(i) { return this.overlay ? this.overlay[i] : undefined; }
+
+  /* [[path, type], ...] from the outermost module in. */
+  modulePath(i) {
+    const m = this._cols.moduleStack[i];
+    if (m < 0) return [];
+    const flat = this._moduleStacks[m], out = [];
+    for (let q = 0; q < flat.length; q += 2) out.push([this.str(flat[q]), this.str(flat[q + 1])]);
+    return out;
+  }
+
+  /* [{name, target, pass}], nearest first. */
+  lineage(i) {
+    const ln = this._cols.lineage[i], out = [];
+    for (let q = 0; ln && q < ln.length; q += 3) {
+      out.push({ name: this.str(ln[q]), target: this.str(ln[q + 1]), pass: this.str(ln[q + 2]) });
+    }
+    return out;
+  }
+
+  /* Click-time details: {outputs?, attrs?, delegate?} (see node_details in the schema). */
+  details(i) {
+    const x = this._cols.details[i];
+    return x >= 0 ? parseDetails(this.strings[x]) : {};
+  }
+
+  /* Lower-cased [name, target, category, module] per node, built on first search. */
+  searchText() {
+    if (!this._search) {
+      this._search = Array.from({ length: this.n }, (_, i) => {
+        const mp = this.modulePath(i), last = mp.length ? mp[mp.length - 1][0] + ' ' + mp[mp.length - 1][1] : '';
+        return [this.nodeName(i), this.target(i), this.cat[i], last].map((s) => s.toLowerCase());
+      });
+    }
+    return this._search;
+  }
+
+  /* Nodes matching a query: plain text matches any field; op:, cat:, mod:, name: pick one field. */
+  search(query) {
+    let q = query.trim().toLowerCase();
+    if (!q) return null;
+    let field = -1;
+    const m = /^(name|op|cat|mod|module|category|target):(.*)$/.exec(q);
+    if (m) {
+      field = { name: 0, op: 1, target: 1, cat: 2, category: 2, mod: 3, module: 3 }[m[1]];
+      q = m[2].trim();
+    }
+    const out = [];
+    this.searchText().forEach((t, i) => {
+      if (field >= 0 ? t[field].includes(q) : t.some((s) => s.includes(q))) out.push(i);
+    });
+    return out;
+  }
+
+  /* Group ids from the root down to node i's own group. */
+  ancestors(i) {
+    const out = [];
+    for (let g = this.group[i]; g > 0; g = this.gParent[g]) out.push(g);
+    return out.reverse();
+  }
+
+  /* Every node inside group g, at any depth. */
+  descendants(g) {
+    const out = [], stack = [g];
+    while (stack.length) {
+      const x = stack.pop();
+      out.push(...this.gMembers[x]);
+      stack.push(...this.gChildren[x]);
+    }
+    return out;
+  }
+
+  get snapshotCount() { return this._snapshots ? this._snapshots.length : 0; }
+
+  /* Pass k of a pass-trace page, decoded (see Snapshot). */
+  snapshot(k) { return new Snapshot(this, k, this._snapshots[k]); }
+}
+
+/* One pass over the union graph: which nodes/edges exist, which were added (status 1), rewritten
+ * (status 2) or removed (ghosts), per-group roll-ups, and labels that differ from the union's. */
+export class Snapshot {
+  constructor(M, index, rec) {
+    const n = M.n;
+    this.index = index;
+    this.name = M.str(rec.name);
+    this.stage = M.str(rec.stage);
+    this.wallTimeS = rec.wall_time_s;
+    this.nodesDelta = rec.nodes_delta;
+    this.nodeCount = rec.node_count;
+    this.removedCount = rec.removed_count;
+    this.addedCount = rec.added.length;
+    this.rewrittenCount = rec.rewritten.length;
+    const err = rec.error;
+    this.error = err ? { type: M.str(err.type), message: M.str(err.message), traceback: M.str(err.traceback) } : null;
+    this.present = runsToMask(rec.present_runs, n);
+    this.edges = runsToMask(rec.edge_runs, M.edges.length / 2);
+    this.status = new Uint8Array(n);
+    this.removed = new Uint8Array(n);
+    for (const i of rec.added) this.status[i] = 1;
+    for (const i of rec.rewritten) this.status[i] = 2;
+    for (const i of rec.removed) this.removed[i] = 1;
+    this.labels = new Map();
+    const tg = rec.target_overrides || [];
+    for (let q = 0; q < tg.length; q += 3) this.labels.set(tg[q], trunc(M.str(tg[q + 2]), 30));
+    this.groupStatus = new Uint8Array(M.ng);
+    this.groupPresent = new Uint8Array(M.ng);
+    for (let i = 0; i < n; i++) {
+      const st = this.status[i] || (this.removed[i] ? 2 : 0), pr = this.present[i];
+      if (!st && !pr) continue;
+      for (let g = M.group[i]; g > 0; g = M.gParent[g]) {
+        if (pr) this.groupPresent[g] = 1;
+        if (st && (!this.groupStatus[g] || st === 2)) this.groupStatus[g] = st;
+      }
     }
   }
-  for (var i = 2; i < arguments.length; i++) {
-    var c = arguments[i];
-    if (c === null || c === undefined) continue;
-    e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
-  }
-  return e;
-};
 
-ETL.CAT_COLORS = {
-  placeholder: '#a5d6a7', param: '#dcdcdc', aten_compute: '#90caf9', quantize: '#ffcc80',
-  memory: '#d1b3e0', backend: '#f48fb1', delegate: '#ef9a9a', output: '#fff59d'
-};
-ETL.GROUP_STYLE = {
-  1: { fill: 'rgba(120,144,156,0.07)', stroke: '#90a4ae', box: '#e3eaee', name: 'module' },
-  2: { fill: 'rgba(255,167,38,0.10)', stroke: '#fb8c00', box: '#ffe0b2', name: 'QDQ cluster' },
-  3: { fill: 'rgba(229,57,53,0.07)', stroke: '#e53935', box: '#ffcdd2', name: 'delegate' }
-};
-ETL.catColor = function (cat) {
-  var c = ETL.CAT_COLORS[cat];
-  if (c) return c;
-  var hsh = 0;
-  for (var i = 0; i < cat.length; i++) hsh = (hsh * 31 + cat.charCodeAt(i)) | 0;
-  return 'hsl(' + (Math.abs(hsh) % 360) + ',55%,78%)';
-};
-ETL.KINDS = ['input', 'param', 'op', 'delegate', 'output'];
+  /* 'added' | 'rewritten' | 'unchanged' | 'removed' for node i. */
+  statusName(i) { return !this.present[i] ? 'removed' : ['unchanged', 'added', 'rewritten'][this.status[i]]; }
+}
 
-ETL.trunc = function (s, n) { return s.length > n ? s.slice(0, n - 1) + '\u2026' : s; };
-
-ETL.Model = function (gp, S) {
-  var str = function (i) { return i >= 0 ? S[i] : ''; };
-  this.S = S; this.str = str; this.gp = gp;
-  var n = this.n = gp.id.length;
-  this.name = str(gp.name);
-  this.edges = Int32Array.from(gp.e);
-  this.group = Int32Array.from(gp.group);
-  var G = gp.g, ng = this.ng = G.parent.length;
-  this.gParent = Int32Array.from(G.parent);
-  this.gKind = G.kind; this.gRep = G.rep;
-  this.gLabel = G.label.map(str); this.gType = G.type.map(str);
-  this.gDepth = new Int32Array(ng);
-  for (var g = 1; g < ng; g++) this.gDepth[g] = this.gDepth[this.gParent[g]] + 1;
-  this.gMembers = []; this.gChildren = [];
-  for (g = 0; g < ng; g++) { this.gMembers.push([]); this.gChildren.push([]); }
-  for (g = 1; g < ng; g++) this.gChildren[this.gParent[g]].push(g);
-  for (var i = 0; i < n; i++) this.gMembers[this.group[i]].push(i);
-  // a group's place in graph order is its first *operator* (its weights are declared up front)
-  this.gFirst = new Float64Array(ng).fill(Infinity);
-  var firstAny = new Float64Array(ng).fill(Infinity);
-  this.gCount = new Int32Array(ng);
-  for (i = 0; i < n; i++) {
-    g = this.group[i];
-    var src = gp.kind[i] <= 1;
-    while (g >= 0) {
-      if (!src && i < this.gFirst[g]) this.gFirst[g] = i;
-      if (i < firstAny[g]) firstAny[g] = i;
-      this.gCount[g]++;
-      g = g ? this.gParent[g] : -1;
-    }
-  }
-  for (g = 0; g < ng; g++) if (this.gFirst[g] === Infinity) this.gFirst[g] = firstAny[g];
-  this.label = new Array(n); this.shape = new Array(n); this.cat = new Array(n);
-  this.nodeW = new Float64Array(n); this.nodeH = 38;
-  for (i = 0; i < n; i++) {
-    var lb = ETL.trunc(str(gp.label[i]), 30), sh = ETL.trunc(str(gp.shape[i]), 34);
-    this.label[i] = lb; this.shape[i] = sh; this.cat[i] = str(gp.cat[i]);
-    this.nodeW[i] = Math.max(56, Math.max(lb.length * 7.2, sh.length * 6) + 18);
-  }
-  this.groupW = new Float64Array(ng);
-  for (g = 1; g < ng; g++) {
-    this.gLabel[g] = ETL.trunc(this.gLabel[g], 40);
-    var subtitle = String(this.gCount[g]).length + 18 + Math.min(28, this.gType[g].length);
-    this.groupW[g] = Math.max(90, this.gLabel[g].length * 7.6 + 30, subtitle * 6.2 + 16);
-  }
-  // adjacency for keyboard navigation and the details panel
-  var preds = [], succs = [];
-  for (i = 0; i < n; i++) { preds.push([]); succs.push([]); }
-  for (var e = 0; e < this.edges.length; e += 2) { succs[this.edges[e]].push(this.edges[e + 1]); preds[this.edges[e + 1]].push(this.edges[e]); }
-  this.preds = preds; this.succs = succs;
-  this.byName = new Map();
-  for (i = 0; i < n; i++) this.byName.set(str(gp.id[i]), i);
-  this.ov = gp.ov || null;
-  this._search = null;
-};
-
-ETL.Model.prototype.nodeName = function (i) { return this.str(this.gp.id[i]); };
-ETL.Model.prototype.modulePath = function (i) {
-  var m = this.gp.mod[i];
-  if (m < 0) return [];
-  var flat = this.gp.mods[m], out = [];
-  for (var q = 0; q < flat.length; q += 2) out.push([this.str(flat[q]), this.str(flat[q + 1])]);
-  return out;
-};
-ETL.Model.prototype.details = function (i) {
-  var x = this.gp.x[i];
-  if (x < 0) return {};
-  try { return JSON.parse(this.S[x]); } catch (err) { return {}; }
-};
-/* Lower-cased "name target category module" per node, built on first search. */
-ETL.Model.prototype.searchText = function () {
-  if (this._search) return this._search;
-  var out = new Array(this.n);
-  for (var i = 0; i < this.n; i++) {
-    var mp = this.modulePath(i);
-    out[i] = [this.nodeName(i), this.str(this.gp.target[i]), this.cat[i],
-      mp.length ? mp[mp.length - 1][0] + ' ' + mp[mp.length - 1][1] : ''].map(function (s) { return s.toLowerCase(); });
-  }
-  this._search = out;
-  return out;
-};
-/* Nodes matching a query: plain text matches any field; op:, cat:, mod:, name: pick one field. */
-ETL.Model.prototype.search = function (query) {
-  var q = query.trim().toLowerCase();
-  if (!q) return null;
-  var field = -1, m = /^(name|op|cat|mod|module|category|target):(.*)$/.exec(q);
-  if (m) { field = { name: 0, op: 1, target: 1, cat: 2, category: 2, mod: 3, module: 3 }[m[1]]; q = m[2].trim(); }
-  var txt = this.searchText(), out = [];
-  for (var i = 0; i < this.n; i++) {
-    var t = txt[i];
-    if (field >= 0 ? t[field].indexOf(q) >= 0 : (t[0].indexOf(q) >= 0 || t[1].indexOf(q) >= 0 || t[2].indexOf(q) >= 0 || t[3].indexOf(q) >= 0)) out.push(i);
-  }
-  return out;
-};
-/* Group ids from the root down to node i's own group. */
-ETL.Model.prototype.ancestors = function (i) {
-  var out = [], g = this.group[i];
-  while (g > 0) { out.push(g); g = this.gParent[g]; }
-  return out.reverse();
-};
+function runsToMask(runs, n) {
+  const a = new Uint8Array(n);
+  for (let q = 0; q < runs.length; q += 2) a.fill(1, runs[q], runs[q] + runs[q + 1]);
+  return a;
+}
