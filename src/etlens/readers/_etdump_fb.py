@@ -10,11 +10,13 @@ All positions are bounds-checked against the buffer before they are gathered: a 
 truncated file raises :class:`~etlens.errors.FormatError` / :class:`TruncatedFileError` naming
 the structure and offset instead of an ``IndexError``.
 
-Example::
+Fields are named through the generated schema description :mod:`etlens.schema.etdump_fbs`
+(a :class:`~etlens.schema.fbs.Field` carries the slot, type and default). Example::
 
+    from etlens.schema.etdump_fbs import ETDump, RunData
     fb = FB(data, path="run.etdp")
-    tables = fb.vector_tables(fb.field_offset(root, 1), "ETDump.run_data")
-    names = fb.strings(fb.field_offset(tables, 0))
+    runs = fb.vector_tables(int(fb.target(root, ETDump.run_data)[0]), "ETDump.run_data")
+    bundled = fb.get(runs, RunData.bundled_input_index)      # int32 column, -1 where absent
 """
 
 from __future__ import annotations
@@ -22,8 +24,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import FormatError, TruncatedFileError
+from ..schema.fbs import Field
 
 __all__ = ["FB"]
+
+#: ``struct`` code of a schema field -> the kind :meth:`FB.scalar` reads.
+_KIND = {"B": "u8", "?": "u8", "b": "i8", "i": "i32", "I": "u32", "q": "i64", "Q": "u64", "f": "f4", "d": "f8"}
 
 _R2 = np.arange(2, dtype=np.int64)
 _R4 = np.arange(4, dtype=np.int64)
@@ -102,6 +108,12 @@ class FB:
     def u64(self, pos, what="u64"):
         return self._gather(pos, _R8, "<u8", what)
 
+    def f32(self, pos, what="f32"):
+        return self._gather(pos, _R4, "<f4", what)
+
+    def f64(self, pos, what="f64"):
+        return self._gather(pos, _R8, "<f8", what)
+
     # -- tables -------------------------------------------------------------------------------
     def layout(self, tables: np.ndarray, what: str = "table") -> "Layout":
         """Vtables of ``tables`` decoded once (a writer shares a few vtables among thousands of tables)."""
@@ -128,16 +140,25 @@ class FB:
         tables = np.asarray(tables, dtype=np.int64)
         fo = self.field_offset(tables, index, what, layout)
         dtype = {"u8": np.uint8, "i8": np.int8, "i32": np.int32, "u32": np.uint32, "i64": np.int64,
-                 "u64": np.uint64}[kind]
+                 "u64": np.uint64, "f4": np.float32, "f8": np.float64}[kind]
         out = np.full(tables.shape, default, dtype=dtype)
         has = fo != 0
         if has.any():
             pos = tables[has] + fo[has]
             reader = {"u8": self.u8, "i8": self.u8, "i32": self.i32, "u32": self.u32, "i64": self.i64,
-                      "u64": self.u64}[kind]
+                      "u64": self.u64, "f4": self.f32, "f8": self.f64}[kind]
             vals = reader(pos, f"{what} field {index}")
             out[has] = vals.view(np.int8) if kind == "i8" else vals
         return out
+
+    def get(self, tables: np.ndarray, f: Field, layout: "Layout | None" = None) -> np.ndarray:
+        """Scalar field ``f`` of every table (its schema default where absent)."""
+        kind = _KIND[f.fmt]
+        return self.scalar(tables, f.slot, kind, f.default, f.path, layout)
+
+    def target(self, tables: np.ndarray, f: Field, layout: "Layout | None" = None) -> np.ndarray:
+        """Absolute position of what offset field ``f`` (table, vector, string) points to; 0 = absent."""
+        return self.ref(tables, f.slot, f.path, layout)
 
     def ref(self, tables, index: int, what: str = "table", layout=None) -> np.ndarray:
         """Absolute position of the table/vector/string referenced by field ``index`` (0 = absent)."""
