@@ -11,6 +11,7 @@ from typing import Any
 
 from ._numerics_runtime import collect_runtime_outputs, runtime_blocks
 from .comparators import MSEComparator
+from ..schema import DELEGATE_CALL
 
 __all__ = ["REASONS", "explain", "EXPLAIN_COLUMNS"]
 
@@ -170,7 +171,7 @@ def explain(analysis: Any, include_framework_events: bool = False, multi_output:
     for ev in unused:
         if ev.reason == "framework_event" and not include_framework_events:
             continue
-        out.append(_row("runtime", ev.name, "DELEGATE_CALL" if ev.name == "DELEGATE_CALL" else None,
+        out.append(_row("runtime", ev.name, DELEGATE_CALL if ev.name == DELEGATE_CALL else None,
                         ev.debug_handle, ev.reason, ev.detail, block=ev.block, instruction_id=ev.instruction_id))
     for key, win in rt.winners.items():
         m = owner.get(key[0]) if key else None

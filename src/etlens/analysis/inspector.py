@@ -35,10 +35,11 @@ import numpy as np
 
 from ..errors import EtlensError, FormatError, MissingDataError
 from ..model.events import BlockColumns, PerfData, TimeScale, calculate_time_scale_factor
-from ..readers.etdump import SCALAR_TYPES, V_TENSOR, DebugBuffer, ETDump, read_etdump
+from ..readers.etdump import SCALAR_TYPES, V_TENSOR, V_TENSOR_LIST, DebugBuffer, ETDump, read_etdump
 from ._inspector_etrecord import _kernel_matches, _method_score
 from ._inspector_events import Event, EventBlock, RuntimeOutput
 from ._inspector_frame import EXCLUDED_COLUMNS_WHEN_PRINTING, EXCLUDED_EVENTS_WHEN_PRINTING, LazyList, build_frame
+from ..schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, OPERATOR_CALL
 
 __all__ = ["Inspector", "Event", "EventBlock", "PerfData", "TimeScale", "RuntimeOutput"]
 
@@ -136,7 +137,7 @@ class Inspector:
         return cls(etdump_path=etdump, etrecord=etrecord, debug_buffer_path=debug_buffer, **kw)
 
     def _has_tensors(self) -> bool:
-        return any(bool((r.value_type == V_TENSOR).any()) or bool((r.value_type == 6).any()) for r in self._dump.runs)
+        return any(bool(np.isin(r.value_type, (V_TENSOR, V_TENSOR_LIST)).any()) for r in self._dump.runs)
 
     def _check_buffer(self) -> None:
         """Warn once about tensors that lie past the end of the debug buffer."""
@@ -154,7 +155,7 @@ class Inspector:
                 pos = np.where(mask, r.sizes_pos[idx][:, None] + 8 * cols, 0)
                 vals = np.where(mask, self._dump._fb.i64(pos.ravel(), "Tensor.sizes").reshape(pos.shape), 1)
                 count = np.prod(np.maximum(vals, 0), axis=1)
-            item = np.array([np.dtype(SCALAR_TYPES[s][1]).itemsize if s in SCALAR_TYPES else 1
+            item = np.array([SCALAR_TYPES[s].itemsize if s in SCALAR_TYPES else 1
                              for s in r.scalar_type[idx].tolist()], dtype=np.int64)
             end = r.tensor_offset[idx] + count * item
             over = (end > size) & (count > 0)
@@ -218,7 +219,7 @@ class Inspector:
         """Warn when the ETRecord is evidently not the one of this ETDump's program."""
         from ._inspector_etrecord import record_maps
 
-        framework = ("Method::init", "Program::load_method", "Method::execute")
+        framework = FRAMEWORK_EVENT_NAMES
         missing = wrong_kernel = checked = bad_delegate = 0
         for bi, b in enumerate(self._blocks):
             handle_map, delegate_map, _ = record_maps(self._etrecord, self._block_methods[bi])
@@ -230,7 +231,7 @@ class Inspector:
                 if str(instr) not in handle_map:
                     missing += 1
                     continue
-                if name == "DELEGATE_CALL":
+                if name == DELEGATE_CALL:
                     if delegate_map is not None and str(instr) not in delegate_map:
                         bad_delegate += 1
                     continue
@@ -403,7 +404,7 @@ class Inspector:
         for b in self._blocks:
             stats = b.stats()
             for i, name in enumerate(b.names):
-                if name == "OPERATOR_CALL":
+                if name == OPERATOR_CALL:
                     continue
                 for hierarchy in b.module_hierarchy[i].values():
                     if not hierarchy:
@@ -428,7 +429,7 @@ class Inspector:
         out: Dict[str, List[Event]] = {}
         for block in blocks:
             for e in block.events:
-                if e.name == "OPERATOR_CALL" or e.name in ("Method::init", "Program::load_method", "Method::execute"):
+                if e.name == OPERATOR_CALL or e.name in FRAMEWORK_EVENT_NAMES:
                     continue
                 if not show_delegated_ops and e.is_delegated_op:
                     continue
@@ -460,7 +461,7 @@ class Inspector:
             r0 = b.runs[0]
             for i, name in enumerate(b.names):
                 idxs = b.debug_events[i]
-                if idxs is None or name == "OPERATOR_CALL":
+                if idxs is None or name == OPERATOR_CALL:
                     continue
                 h = b.debug_handles[i]
                 handles = () if h is None else ((h,) if isinstance(h, int) else tuple(h))

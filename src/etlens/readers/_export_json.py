@@ -23,18 +23,15 @@ import json
 from typing import Any
 
 from ..model import DelegateInfo, Graph, Node, TensorMeta
+from ..schema.export import EXPORT_DTYPES, EXPORT_LAYOUTS, EXPORT_MEMORY_FORMATS
 from ._fx import _MAX_ARG_TEXT, debug_handles_of, lineage_of, target_name
 
 __all__ = ["graph_from_program_json", "parse_nn_module_stack"]
 
-# torch.export schema enums (torch/_export/serde/schema.py) → the names torch prints.
-_DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16", 7: "float32",
-           8: "float64", 9: "complex32", 10: "complex64", 11: "complex128", 12: "bool", 13: "bfloat16",
-           28: "uint16", 29: "float8_e4m3fn", 30: "float8_e5m2", 31: "float8_e4m3fnuz", 32: "float8_e5m2fnuz",
-           33: "float8_e8m0fnu", 34: "uint32", 35: "uint64"}
-_LAYOUTS = {1: "sparse_coo", 2: "sparse_csr", 3: "sparse_csc", 4: "sparse_bsr", 5: "sparse_bsc", 6: "_mkldnn",
-            7: "strided"}
-_MEMORY_FORMATS = {1: "contiguous_format", 2: "channels_last", 3: "channels_last_3d", 4: "preserve_format"}
+# torch.export schema enums → the names torch prints (etlens.schema.export).
+_DTYPES = EXPORT_DTYPES
+_LAYOUTS = EXPORT_LAYOUTS
+_MEMORY_FORMATS = EXPORT_MEMORY_FORMATS
 _INPUT_KINDS = {"parameter": ("parameter", "parameter_name"), "buffer": ("buffer", "buffer_name"),
                 "tensor_constant": ("constant_tensor", "tensor_constant_name"),
                 "custom_obj": ("custom_obj", "custom_obj_name"), "token": ("token", None)}
