@@ -70,7 +70,7 @@ def parse_nn_module_stack(text: str) -> dict[str, list[str]]:
     return out
 
 
-def _meta_of(metadata: dict) -> dict[str, Any]:
+def _meta_of(metadata: dict[str, Any]) -> dict[str, Any]:
     """Serialized node metadata → the fx ``node.meta`` entries the converter reads."""
     meta: dict[str, Any] = {}
     if metadata.get("stack_trace"):
@@ -87,14 +87,14 @@ def _meta_of(metadata: dict) -> dict[str, Any]:
     return meta
 
 
-def _size(s: dict) -> int | str:
+def _size(s: dict[str, Any]) -> int | str:
     if "as_int" in s:
         return int(s["as_int"])
     expr = s.get("as_expr") or {}
     return str(expr.get("expr_str", "?"))
 
 
-def _value_meta(graph: dict, name: str) -> list[TensorMeta]:
+def _value_meta(graph: dict[str, Any], name: str) -> list[TensorMeta]:
     tv = graph.get("tensor_values", {}).get(name)
     if tv is not None:
         return [TensorMeta(tuple(_size(s) for s in tv.get("sizes", [])), _DTYPES.get(tv.get("dtype"), "unknown"))]
@@ -132,7 +132,7 @@ def _keyword_args(target: str) -> frozenset[str] | None:
         return None
 
 
-def _sym_text(v: dict) -> str:
+def _sym_text(v: dict[str, Any]) -> str:
     if "as_name" in v:
         return f"%{v['as_name']}"
     for key in ("as_int", "as_float", "as_bool"):
@@ -149,7 +149,7 @@ def _scalar_text(v: Any) -> str:
     return str(v)
 
 
-def _arg_text(arg: dict) -> str:  # noqa: C901 - one branch per argument kind
+def _arg_text(arg: dict[str, Any]) -> str:  # noqa: C901 - one branch per argument kind
     if not isinstance(arg, dict) or len(arg) != 1:
         return str(arg)
     (kind, v), = arg.items()
@@ -184,7 +184,7 @@ def _arg_text(arg: dict) -> str:  # noqa: C901 - one branch per argument kind
     return f"<{kind}>"
 
 
-def _args_text(node: dict) -> str:
+def _args_text(node: dict[str, Any]) -> str:
     by_keyword = _keyword_args(node.get("target", ""))
     positional, keywords = [], []
     for inp in node.get("inputs", []):
@@ -287,7 +287,7 @@ class _Namer:
         return name
 
 
-def graph_from_program_json(doc: dict, name: str, meta: dict | None = None) -> Graph:  # noqa: C901
+def graph_from_program_json(doc: dict[str, Any], name: str, meta: dict[str, Any] | None = None) -> Graph:  # noqa: C901
     """An etlens :class:`Graph` from a serialized ``ExportedProgram`` (the dict of its JSON)."""
     gm = doc["graph_module"]
     graph = gm["graph"]
@@ -300,6 +300,8 @@ def graph_from_program_json(doc: dict, name: str, meta: dict | None = None) -> G
     specs = signature.get("input_specs") or []
     for i, inp in enumerate(graph.get("inputs", [])):
         spec = specs[i] if i < len(specs) else {}
+        spec_kind: Any
+        spec_val: Any
         (spec_kind, spec_val), = spec.items() if spec else ((None, {}),)
         arg = inp
         if "as_tensor" in arg:
@@ -325,9 +327,10 @@ def graph_from_program_json(doc: dict, name: str, meta: dict | None = None) -> G
         target = snode.get("target", "")
         m = _meta_of(snode.get("metadata") or {})
         pairs = [tuple(v) for v in m.get("nn_module_stack", {}).values()]
-        common = dict(module_stack=[(str(p), str(t)) for p, t in pairs], stack_trace=m.get("stack_trace") or None,
-                      debug_handles=debug_handles_of(m), lineage=lineage_of(m))
-        attrs: dict[str, Any] = {}
+        common: dict[str, Any] = dict(module_stack=[(str(p), str(t)) for p, t in pairs],
+                                      stack_trace=m.get("stack_trace") or None,
+                                      debug_handles=debug_handles_of(m), lineage=lineage_of(m))
+        attrs = {}
         if m.get("nn_module_stack"):
             attrs["nn_module_stack"] = {k: list(v) for k, v in m["nn_module_stack"].items()}
         inputs_json = snode.get("inputs", [])
@@ -383,7 +386,7 @@ def graph_from_program_json(doc: dict, name: str, meta: dict | None = None) -> G
         _names_in(arg, out_refs)
     out_metas: list[TensorMeta] = []
     for arg in graph.get("outputs", []):
-        refs: list[str] = []
+        refs = []
         _names_in(arg, refs)
         for r in refs:
             out_metas.extend(_value_meta(graph, r))
@@ -392,12 +395,12 @@ def graph_from_program_json(doc: dict, name: str, meta: dict | None = None) -> G
     return g
 
 
-def _emit_getitems(g: Graph, namer: _Namer, alias: dict[str, str], graph: dict, parent: str, items: list,
-                   m: dict, parent_attrs: dict) -> list[TensorMeta]:
+def _emit_getitems(g: Graph, namer: _Namer, alias: dict[str, str], graph: dict[str, Any], parent: str, items: list[Any],
+                   m: dict[str, Any], parent_attrs: dict[str, Any]) -> list[TensorMeta]:
     metas: list[TensorMeta] = []
     pairs = [tuple(v) for v in m.get("nn_module_stack", {}).values()]
 
-    def common(idx: int) -> dict:
+    def common(idx: int) -> dict[str, Any]:
         attrs: dict[str, Any] = {"args": f"%{parent}, {idx}"}
         if "nn_module_stack" in parent_attrs:
             attrs["nn_module_stack"] = parent_attrs["nn_module_stack"]

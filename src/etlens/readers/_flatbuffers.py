@@ -48,7 +48,7 @@ _u8 = struct.Struct("<B").unpack_from
 _i8 = struct.Struct("<b").unpack_from
 _u16 = struct.Struct("<H").unpack_from
 _i16 = struct.Struct("<h").unpack_from
-_u32 = struct.Struct("<I").unpack_from
+_u32: Callable[[Any, int], tuple[int]] = struct.Struct("<I").unpack_from
 _i32 = struct.Struct("<i").unpack_from
 _u64 = struct.Struct("<Q").unpack_from
 _i64 = struct.Struct("<q").unpack_from
@@ -68,7 +68,7 @@ _SIZES = {"B": 1, "b": 1, "?": 1, "H": 2, "h": 2, "I": 4, "i": 4, "f": 4, "Q": 8
 _HINT = "re-export it or copy it again (is it the file you meant?)"
 
 
-def field_path(parent: Any, field: str, index: int | None = None) -> tuple:
+def field_path(parent: Any, field: str, index: int | None = None) -> tuple[Any, ...]:
     """A field path for error messages, built lazily as a tuple ``(parent, field, index)``.
 
     A path is ``None``, a string (the root's name) or such a tuple; :func:`render_path` turns
@@ -298,40 +298,40 @@ class Table:
                 return unpack(self.fb.data, self.pos + off)[0]
         return default
 
-    def u8(self, slot: int, default: int = 0) -> int:
+    def u8(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 1, _u8, default)
 
-    def i8(self, slot: int, default: int = 0) -> int:
+    def i8(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 1, _i8, default)
 
     def bool(self, slot: int, default: bool = False) -> bool:
         return self._get(slot, 1, _u8, default) != 0 if self.offset(slot) else default
 
-    def u16(self, slot: int, default: int = 0) -> int:
+    def u16(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 2, _u16, default)
 
-    def i16(self, slot: int, default: int = 0) -> int:
+    def i16(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 2, _i16, default)
 
-    def u32(self, slot: int, default: int = 0) -> int:
+    def u32(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 4, _u32, default)
 
-    def i32(self, slot: int, default: int = 0) -> int:
+    def i32(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 4, _i32, default)
 
-    def u64(self, slot: int, default: int = 0) -> int:
+    def u64(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 8, _u64, default)
 
-    def i64(self, slot: int, default: int = 0) -> int:
+    def i64(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 8, _i64, default)
 
-    def f32(self, slot: int, default: float = 0.0) -> float:
+    def f32(self, slot: int, default: float = 0.0) -> Any:
         return self._get(slot, 4, _f32, default)
 
-    def f64(self, slot: int, default: float = 0.0) -> float:
+    def f64(self, slot: int, default: float = 0.0) -> Any:
         return self._get(slot, 8, _f64, default)
 
-    def struct(self, slot: int, fmt: str, name: str | None = None) -> tuple | None:
+    def struct(self, slot: int, fmt: str, name: str | None = None) -> tuple[Any, ...] | None:
         """An inline struct field unpacked with ``fmt`` (e.g. ``'<QQ'``), ``None`` when absent."""
         st = struct.Struct(fmt)
         p = self._field(slot, st.size, name)
@@ -369,7 +369,7 @@ class Table:
         """Element count of a vector field (0 when absent)."""
         return self.vector(slot, 0, name)[1]
 
-    def scalars(self, slot: int, fmt: str, name: str | None = None) -> tuple:
+    def scalars(self, slot: int, fmt: str, name: str | None = None) -> tuple[Any, ...]:
         """A vector of scalars in one ``struct.unpack_from`` call (``fmt`` is one code, e.g. ``'q'``)."""
         start, n = self.vector(slot, _SIZES[fmt], name)
         if not n:
@@ -406,13 +406,13 @@ class Table:
         label = name or f"field{slot}"
         return [fb.string_at(start + 4 * i + o, (self.path, label, i)) for i, o in enumerate(offs)]
 
-    def structs(self, slot: int, fmt: str, name: str | None = None) -> list[tuple]:
+    def structs(self, slot: int, fmt: str, name: str | None = None) -> list[tuple[Any, ...]]:
         """A vector of inline structs, each unpacked with ``fmt`` (e.g. ``'<QQ'``)."""
         st = struct.Struct(fmt)
         start, n = self.vector(slot, st.size, name)
         return [st.unpack_from(self.fb.data, start + i * st.size) for i in range(n)]
 
-    def map_tables(self, slot: int, fn: Callable[["Table"], Any], name: str | None = None) -> list:
+    def map_tables(self, slot: int, fn: Callable[["Table"], Any], name: str | None = None) -> list[Any]:
         """``[fn(t) for t in tables(slot)]`` (convenience for readers)."""
         return [fn(t) for t in self.tables(slot, name)]
 

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from ..schema import DATA_LOCATIONS, INSTRUCTION_KINDS, VALUE_KINDS
 from ..schema import program_fbs as pfb
+from ..schema.fbs import Field
 from ._flatbuffers import FlatBuffer, Table
 from ._pte_model import (AllocationInfo, Chain, CompileSpec, Delegate, ExecutionPlan, Frame, Instruction, Operator,
                          TensorValue, Value)
@@ -44,7 +45,7 @@ _i64 = struct.Struct("<q").unpack_from
 _VEC_STRUCTS: dict[tuple[int, str], Any] = {}
 
 
-def _slots_of(*fields: pfb.Field) -> tuple[int, Callable[[tuple[int, ...]], tuple[int, ...]]]:
+def _slots_of(*fields: Field) -> tuple[int, Callable[[tuple[int, ...]], tuple[int, ...]]]:
     """``(vtable length needed, getter of the fields' offsets)`` for a direct-path table."""
     slots = [f.slot for f in fields]
     return max(slots) + 1, itemgetter(*slots)
@@ -210,7 +211,7 @@ def _value_generic_tensor(v: Table) -> Value:
 
 
 #: KernelTypes tag -> the field holding the value of that member's table (all are field 0).
-_MEMBER_FIELD: dict[int, pfb.Field] = {
+_MEMBER_FIELD: dict[int, Field] = {
     KT.Bool: pfb.Bool.bool_val, KT.Double: pfb.Double.double_val, KT.String: pfb.String.string_val,
     KT.IntList: pfb.IntList.items, KT.DoubleList: pfb.DoubleList.items, KT.BoolList: pfb.BoolList.items,
     KT.TensorList: pfb.TensorList.items, KT.OptionalTensorList: pfb.OptionalTensorList.items,

@@ -30,7 +30,7 @@ class SafeZip:
             if "ETRECORD_V0" in z: data = z.read("debug_handle_map")
     """
 
-    def __init__(self, path: str | os.PathLike, what: str = "archive", hint: str = "") -> None:
+    def __init__(self, path: str | os.PathLike[str], what: str = "archive", hint: str = "") -> None:
         self.path = os.fspath(path)
         self.what = what
         self.hint = hint

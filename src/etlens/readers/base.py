@@ -51,7 +51,7 @@ class Artifact:
 
 
 @contextmanager
-def file_errors(path: str | os.PathLike, what: str = "file") -> Iterator[None]:
+def file_errors(path: str | os.PathLike[str], what: str = "file") -> Iterator[None]:
     """Turn the OS errors of opening ``path`` into :class:`MissingDataError` naming it.
 
     ``what`` names the expected kind (``"an .etdp file"``) for the is-a-directory message.
@@ -68,7 +68,7 @@ def file_errors(path: str | os.PathLike, what: str = "file") -> Iterator[None]:
         raise MissingDataError(f"{path}: permission denied") from exc
 
 
-def read_limited(path: str | os.PathLike, limit: int | None = None) -> bytes:
+def read_limited(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
     """Read a whole file, refusing files larger than ``limit`` bytes (default 8 GiB)."""
     from ..errors import FormatError
 

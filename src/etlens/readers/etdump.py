@@ -158,10 +158,10 @@ class DebugBuffer:
     tensor only.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, data: bytes | None = None):
+    def __init__(self, path: str | os.PathLike[str] | None = None, data: bytes | None = None):
         self.path = os.fspath(path) if path is not None else "<debug buffer>"
         if data is not None:
-            self._data = data
+            self._data: bytes | mmap.mmap = data
         else:
             try:
                 size = os.path.getsize(self.path)
@@ -183,11 +183,11 @@ class DebugBuffer:
             return np.zeros(0, dtype=dt).reshape(ref.sizes)
         return np.frombuffer(self._data, dtype=dt, count=count, offset=ref.offset).reshape(ref.sizes)
 
-    def tensor(self, ref: TensorRef):
+    def tensor(self, ref: TensorRef) -> Any:
         """A ``torch.Tensor`` (read-only view of the mapped file; bf16/float8 reinterpreted)."""
         return self.tensor_at(ref.scalar_type, ref.sizes, ref.offset)
 
-    def _locate(self, scalar_type: int, sizes: tuple, offset: int) -> tuple[tuple, int, int]:
+    def _locate(self, scalar_type: int, sizes: tuple[Any, ...], offset: int) -> tuple[ScalarTypeInfo, int, int]:
         """``(scalar type spec, element count, end byte)`` of a tensor, or :class:`FormatError`."""
         spec = SCALAR_TYPES.get(scalar_type)
         if spec is None:
@@ -202,7 +202,7 @@ class DebugBuffer:
                 f"past the {self.size}-byte debug buffer (wrong or truncated debug buffer)")
         return spec, count, end
 
-    def tensor_at(self, scalar_type: int, sizes: tuple, offset: int):
+    def tensor_at(self, scalar_type: int, sizes: tuple[Any, ...], offset: int) -> Any:
         """The tensor of ``sizes`` x ``scalar_type`` at byte ``offset``: a zero-copy ``torch.Tensor``
         whose storage is exactly its own bytes (so pickling or copying one tensor never drags the
         whole mapped buffer along)."""
@@ -218,7 +218,7 @@ class DebugBuffer:
         return t.view(target) if t.dtype != target else t
 
 
-def _from_readonly(torch, arr: np.ndarray, quiet: bool):
+def _from_readonly(torch: Any, arr: np.ndarray, quiet: bool) -> Any:
     """``torch.from_numpy`` on a read-only (memory-mapped) array, without torch's "not writable"
     warning: we never write through these tensors. torch emits that warning once per process, so a
     caller that has already passed one array through here (``quiet``) skips the comparatively costly
@@ -230,7 +230,7 @@ def _from_readonly(torch, arr: np.ndarray, quiet: bool):
         return torch.from_numpy(arr)
 
 
-def _torch_dtype(spec):
+def _torch_dtype(spec: ScalarTypeInfo) -> Any:
     import torch
 
     return getattr(torch, spec.view)
@@ -314,7 +314,7 @@ class ETDump:
             return vt, float(val)
         return vt, bool(val) if vt == V_BOOL else int(val)
 
-    def debug_value(self, run: int, i: int, buffer: DebugBuffer | None):
+    def debug_value(self, run: int, i: int, buffer: DebugBuffer | None) -> Any:
         """Debug event ``i`` of run ``run`` inflated as ExecuTorch does: tensors become
         ``torch.Tensor`` (zeros of the right shape when there is no buffer), lists of tensors a
         list, scalars Python values."""
@@ -336,7 +336,7 @@ class ETDump:
         return None
 
 
-def _inflate_tensor(scalar_type: int, sizes: tuple, offset: int, buffer: DebugBuffer | None):
+def _inflate_tensor(scalar_type: int, sizes: tuple[Any, ...], offset: int, buffer: DebugBuffer | None) -> Any:
     if buffer is not None:
         return buffer.tensor_at(scalar_type, sizes, offset)
     import torch
@@ -357,7 +357,7 @@ def _inflate_tensor(scalar_type: int, sizes: tuple, offset: int, buffer: DebugBu
 _MAX_ZEROS_BYTES = 1 << 30
 
 
-def _implausible(sizes: tuple) -> bool:
+def _implausible(sizes: tuple[Any, ...]) -> bool:
     """Negative dims, or more than 2^40 elements even ignoring zero dims (no real tensor has that;
     numpy/torch overflow computing the storage of e.g. ``[2**62, 0]``)."""
     return any(d < 0 for d in sizes) or math.prod(d for d in sizes if d) > (1 << 40)
@@ -371,7 +371,7 @@ def _vec_span(fb: FB, vec_pos: int, elem: int, what: str) -> tuple[int, int]:
     return start, n
 
 
-def _open_bytes(path: str):
+def _open_bytes(path: str) -> bytes | mmap.mmap:
     with file_errors(path, "an .etdp file"):
         size = os.path.getsize(path)
         with open(path, "rb") as f:
@@ -380,12 +380,13 @@ def _open_bytes(path: str):
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def read_etdump(source: str | os.PathLike | bytes | bytearray | memoryview, *, path: str | None = None) -> ETDump:
+def read_etdump(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *, path: str | None = None) -> ETDump:
     """Parse an ETDump from a path (memory-mapped) or bytes into columnar :class:`RunEvents`.
 
     Raises :class:`FormatError` for a wrong identifier or corrupt offsets and
     :class:`TruncatedFileError` when the file ends before what it declares.
     """
+    data: bytes | bytearray | mmap.mmap
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source) if isinstance(source, memoryview) else source
         path = path or "<etdump bytes>"
@@ -442,7 +443,7 @@ def read_etdump(source: str | os.PathLike | bytes | bytearray | memoryview, *, p
     return ETDump(version, runs, strings, path, fb)
 
 
-def _decode_events(fb: FB, ev: np.ndarray, table: dict, strings: list) -> dict[str, np.ndarray]:
+def _decode_events(fb: FB, ev: np.ndarray, table: dict[bytes, int], strings: list[str]) -> dict[str, np.ndarray]:
     n = len(ev)
     L = fb.layout(ev, "Event")
     prof = fb.target(ev, efb.Event.profile_event, L)
@@ -452,7 +453,7 @@ def _decode_events(fb: FB, ev: np.ndarray, table: dict, strings: list) -> dict[s
     kind[dbg != 0] = DEBUG
     kind[alloc != 0] = ALLOCATION
     kind[prof != 0] = PROFILE
-    c = {
+    c: dict[str, np.ndarray] = {
         "kind": kind,
         "name_id": np.full(n, -1, np.int32),
         "chain_index": np.zeros(n, np.int64),
@@ -570,12 +571,12 @@ class EtdumpArtifact(Artifact):
             "events": sum(len(r) for r in d.runs),
             "events_by_kind": by_kind,
             "allocators": sorted({a for r in d.runs for a in r.allocators}),
-            "time_span": None if t_lo is None else {"start": t_lo, "end": t_hi, "ticks": t_hi - t_lo},
+            "time_span": None if t_lo is None or t_hi is None else {"start": t_lo, "end": t_hi, "ticks": t_hi - t_lo},
             "run_list": runs,
         }
 
 
-def read(path: str | os.PathLike) -> EtdumpArtifact:
+def read(path: str | os.PathLike[str]) -> EtdumpArtifact:
     """Registry entry point: ``etlens.read("run.etdp")``."""
     path = os.fspath(path)
     return EtdumpArtifact(path, read_etdump(path))

@@ -75,7 +75,7 @@ _HINT = "re-export the program (to_executorch().save()) or copy the file again"
 _EH = struct.Struct("<4sIQQ")
 
 
-def _extended_header(data: bytes | memoryview, name: str) -> ExtendedHeader | None:
+def _extended_header(data: bytes | bytearray | memoryview, name: str) -> ExtendedHeader | None:
     if len(data) < 8 + _EH.size or bytes(data[8:12]) != _EH_MAGIC:
         return None
     magic, length, program_size, base = _EH.unpack_from(data, 8)
@@ -194,7 +194,7 @@ def _check_segments(program: Program, size: int, name: str) -> None:
                               f"but the program has {nseg}; {_HINT}")
 
 
-def read(path: str | os.PathLike) -> "PteArtifact":
+def read(path: str | os.PathLike[str]) -> "PteArtifact":
     """Parse a ``.pte`` file (see :func:`read_pte_bytes`)."""
     path = os.fspath(path)
     return read_pte_bytes(read_limited(path), name=path)

@@ -75,7 +75,8 @@ class ReaderSpec:
 
     def load(self, path: str) -> Artifact:
         mod, func = self.loader.split(":")
-        return getattr(importlib.import_module(mod), func)(path)
+        fn: Callable[[str], Artifact] = getattr(importlib.import_module(mod), func)
+        return fn(path)
 
 
 #: Order matters: more specific magic tests first.
@@ -104,7 +105,7 @@ def _head(path: str, n: int = 4096) -> bytes:
             raise MissingDataError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
 
 
-def sniff(path: str | os.PathLike) -> ReaderSpec:
+def sniff(path: str | os.PathLike[str]) -> ReaderSpec:
     """The reader for ``path``: by magic bytes, then by extension; raise if none fits."""
     path = os.fspath(path)
     head = _head(path)
@@ -121,7 +122,7 @@ def sniff(path: str | os.PathLike) -> ReaderSpec:
         "(.pte program, .etdp ETDump, .etrecord, .pt2 from torch.export.save, etlens trace JSON)")
 
 
-def read(path: str | os.PathLike) -> Artifact:
+def read(path: str | os.PathLike[str]) -> Artifact:
     """Parse ``path`` with the reader that claims it."""
     return sniff(path).load(os.fspath(path))
 

@@ -24,6 +24,8 @@ Example::
 
 from __future__ import annotations
 
+from typing import Any
+
 import struct
 from dataclasses import dataclass, field
 
@@ -157,7 +159,7 @@ class XnnpackGraph:
                    outputs=[m for v in self.output_ids for m in meta(v)], attrs={"value_ids": list(self.output_ids)}))
         return g
 
-    def attrs(self) -> dict:
+    def attrs(self) -> dict[str, Any]:
         """JSON-ready facts for ``Node.attrs['xnnpack']``."""
         return {
             "version": self.version,
