@@ -59,7 +59,8 @@ def _wiring(table: type) -> tuple[tuple[Field, ...], tuple[Field, ...]]:
 # Node type -> where its value ids sit. Node tables share a few layouts (_XNNNode1x1, _XNNNode2x1,
 # _XNNNodeConv, _XNNPooling2D, _XNNCat) plus some one-offs; the union says which table each uses.
 _LAYOUT: dict[str, tuple[tuple[Field, ...], tuple[Field, ...]]] = {
-    name: _wiring(getattr(xfb, table)) for name, table in zip(XNodeUnion.NAMES[1:], XNodeUnion.TABLES[1:])
+    name: _wiring(getattr(xfb, table))
+    for name, table in zip(XNodeUnion.NAMES[1:], XNodeUnion.TABLES[1:], strict=True)
 }
 # _XNNCat: only the first N inputs of XNNConcatenateN are meaningful.
 _CAT_INPUTS = {"XNNConcatenate2": 2, "XNNConcatenate3": 3, "XNNConcatenate4": 4, "XNNConcatenate5": 5}
