@@ -155,8 +155,12 @@ def generate(schema_rel: str, module: str, pkg_dir: str, version: str) -> str:
     w("from __future__ import annotations\n")
     w("from typing import Final\n")
     w("from .fbs import Field\n")
-    names = [d.name for d in own]
+    ident = re.search(r'file_identifier\s+"([^"]+)"\s*;', _strip_comments(open(path, encoding="utf-8").read()))
+    names = ([] if ident is None else ["FILE_IDENTIFIER"]) + [d.name for d in own]
     w(_wrap("__all__ = [", [_literal(n) for n in names], "]", "") + "\n")
+    if ident is not None:
+        w("#: The 4 bytes at offset 4 of a buffer of this schema (after the root offset).")
+        w(f"FILE_IDENTIFIER: Final = b{_literal(ident.group(1))}\n")
     for d in own:
         w("")
         w(f"class {d.name}:")

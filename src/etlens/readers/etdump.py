@@ -397,14 +397,14 @@ def read_etdump(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
     if n < 8:
         raise TruncatedFileError(f"{path}: {n} bytes is too short for an ETDump (a FlatBuffer needs at least 12)")
     head = bytes(data[:12])
-    if head[8:12] == b"ED00":
+    if head[8:12] == efb.FILE_IDENTIFIER:
         declared = int.from_bytes(head[:4], "little")
         if declared + 4 > n:
             raise TruncatedFileError(
                 f"{path}: size prefix says {declared + 4} bytes but the file has {n}; the ETDump is truncated "
                 "(copy it again from the device, or rerun and call write_etdump_result_to_file)")
         base = 4
-    elif head[4:8] == b"ED00":
+    elif head[4:8] == efb.FILE_IDENTIFIER:
         base = 0
     else:
         got = head[8:12] if len(head) >= 12 else head[4:8]

@@ -144,7 +144,7 @@ def read_pte_bytes(data: bytes | bytearray | memoryview, name: str = "<bytes>", 
     if not (ident[:2] == b"ET" and ident[2:4].isdigit()):
         raise FormatError(f"{name}: not an ExecuTorch program (identifier {ident!r} at bytes 4-8, expected "
                           f"b'ET12'); pass a .pte written by to_executorch().save()")
-    if ident != b"ET12":
+    if ident != pfb.FILE_IDENTIFIER:
         raise FormatError(f"{name}: ExecuTorch program version {ident.decode()} is not supported (expected ET12); "
                           "re-export it with ExecuTorch 1.x")
     eh = _extended_header(data, name)

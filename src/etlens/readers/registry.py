@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import MissingDataError, UnsupportedFormatError
+from ..schema.etdump_fbs import FILE_IDENTIFIER as ETDUMP_IDENTIFIER
 from .base import Artifact, file_errors
 
 __all__ = ["ReaderSpec", "READERS", "sniff", "read", "read_object"]
@@ -40,7 +41,8 @@ def _is_pte(head: bytes, path: str) -> bool:
 
 def _is_etdump(head: bytes, path: str) -> bool:
     # size-prefixed flatbuffer: [u32 size][u32 root][ED00]; plain flatbuffer: [u32 root][ED00]
-    return (len(head) >= 12 and head[8:12] == b"ED00") or (len(head) >= 8 and head[4:8] == b"ED00")
+    ident = ETDUMP_IDENTIFIER
+    return (len(head) >= 12 and head[8:12] == ident) or (len(head) >= 8 and head[4:8] == ident)
 
 
 def _is_etrecord(head: bytes, path: str) -> bool:

@@ -213,7 +213,7 @@ def decode_xnnpack(payload: bytes | memoryview, name: str = "<xnnpack payload>")
         start, end = 0, n
     fb = FlatBuffer(payload, name, start=start, end=end, what="XNNPACK graph")
     ident = fb.identifier
-    if ident not in (b"XN00", b"XN01"):
+    if ident not in (b"XN00", xfb.FILE_IDENTIFIER):  # XN00: payloads of older ExecuTorch
         raise FormatError(f"{name}: not an XNNPACK payload (identifier {ident!r} at bytes {start + 4}-{start + 8}, "
                           "expected b'XN01' or b'XN00' or a b'XH00' header); the delegate id says XNNPACK but the "
                           "data is something else")

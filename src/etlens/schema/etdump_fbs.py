@@ -14,9 +14,12 @@ from typing import Final
 from .fbs import Field
 
 __all__ = [
-    "Null", "Tensor", "Int", "Bool", "Float", "Double", "String", "TensorList", "ValueType", "Value", "DebugEvent",
-    "AllocationEvent", "ProfileEvent", "Event", "Allocator", "RunData", "ETDump",
+    "FILE_IDENTIFIER", "Null", "Tensor", "Int", "Bool", "Float", "Double", "String", "TensorList", "ValueType",
+    "Value", "DebugEvent", "AllocationEvent", "ProfileEvent", "Event", "Allocator", "RunData", "ETDump",
 ]
+
+#: The 4 bytes at offset 4 of a buffer of this schema (after the root offset).
+FILE_IDENTIFIER: Final = b"ED00"
 
 
 class Null:

@@ -14,13 +14,16 @@ from typing import Final
 from .fbs import Field
 
 __all__ = [
-    "ContainerMetadata", "Null", "AllocationDetails", "TensorShapeDynamism", "TensorDataLocation", "DeviceType",
-    "ExtraTensorInfo", "Tensor", "Int", "Bool", "Double", "String", "IntList", "DoubleList", "BoolList", "TensorList",
-    "OptionalTensorList", "KernelTypes", "EValue", "Operator", "KernelCall", "DelegateCall", "MoveCall",
+    "FILE_IDENTIFIER", "ContainerMetadata", "Null", "AllocationDetails", "TensorShapeDynamism", "TensorDataLocation",
+    "DeviceType", "ExtraTensorInfo", "Tensor", "Int", "Bool", "Double", "String", "IntList", "DoubleList", "BoolList",
+    "TensorList", "OptionalTensorList", "KernelTypes", "EValue", "Operator", "KernelCall", "DelegateCall", "MoveCall",
     "JumpFalseCall", "FreeCall", "InstructionArguments", "Instruction", "Frame", "FrameList", "DataLocation",
     "BackendDelegateDataReference", "CompileSpec", "BackendDelegate", "Chain", "ExecutionPlan", "NonConstBufferDevice",
     "Buffer", "BackendDelegateInlineData", "DataSegment", "SubsegmentOffsets", "NamedData", "Program",
 ]
+
+#: The 4 bytes at offset 4 of a buffer of this schema (after the root offset).
+FILE_IDENTIFIER: Final = b"ET12"
 
 
 class ContainerMetadata:

@@ -14,13 +14,16 @@ from typing import Final
 from .fbs import Field
 
 __all__ = [
-    "XNNDatatype", "XNNQuantParams", "Buffer", "PerChannelGroupQuant", "PerChannelQuant", "PerTokenDynamicQuant",
-    "PerTensorQuant", "XNNTensorValue", "XNNQuantizedTensorValue", "XNodeUnion", "XValueUnion", "OutputMinMax",
-    "XNode", "XValue", "XNNStaticTranspose", "XNNStaticResizeBilinear2D", "XNNStaticConstantPad", "_XNNNode2x1",
-    "_XNNNode1x1", "_XNNCat", "XNNELU", "XNNFullyConnected", "_XNNNodeConv", "_XNNPooling2D", "XNNStaticReshape",
-    "XNNStaticSlice", "XNNScaledDotProductAttention", "XNNArgMaxPooling2d", "XNNLeakyReLU", "ConstantDataOffset",
-    "XNNGraph",
+    "FILE_IDENTIFIER", "XNNDatatype", "XNNQuantParams", "Buffer", "PerChannelGroupQuant", "PerChannelQuant",
+    "PerTokenDynamicQuant", "PerTensorQuant", "XNNTensorValue", "XNNQuantizedTensorValue", "XNodeUnion", "XValueUnion",
+    "OutputMinMax", "XNode", "XValue", "XNNStaticTranspose", "XNNStaticResizeBilinear2D", "XNNStaticConstantPad",
+    "_XNNNode2x1", "_XNNNode1x1", "_XNNCat", "XNNELU", "XNNFullyConnected", "_XNNNodeConv", "_XNNPooling2D",
+    "XNNStaticReshape", "XNNStaticSlice", "XNNScaledDotProductAttention", "XNNArgMaxPooling2d", "XNNLeakyReLU",
+    "ConstantDataOffset", "XNNGraph",
 ]
+
+#: The 4 bytes at offset 4 of a buffer of this schema (after the root offset).
+FILE_IDENTIFIER: Final = b"XN01"
 
 
 class XNNDatatype:
