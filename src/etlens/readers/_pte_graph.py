@@ -168,17 +168,17 @@ class _PlanGraph:
         return node.name
 
     def mark_written(self, node_name: str, outs: list[int]) -> None:
-        values = self.values
+        values, nvalues, producer = self.values, self.nvalues, self.producer
         for vid in outs:
-            self.producer[vid] = node_name
-            if not 0 <= vid < self.nvalues:
+            producer[vid] = node_name
+            if not 0 <= vid < nvalues:
                 continue
             v = values[vid]
             if v.kind == "tensor" and v.val.allocation is not None:
                 self.memory[(v.val.allocation.memory_id, v.val.allocation.memory_offset)] = node_name
             elif v.kind in ("tensor_list", "optional_tensor_list"):
                 for item in v.val or ():
-                    if 0 <= item < self.nvalues and values[item].kind == "tensor":
+                    if 0 <= item < nvalues and values[item].kind == "tensor":
                         self.mark_written(node_name, [item])
 
     # -- which arguments a call writes --------------------------------------------------------
@@ -188,7 +188,8 @@ class _PlanGraph:
 
     def trailing_unwritten(self, args: tuple[int, ...]) -> tuple[list[int], list[int]]:
         k = len(args)
-        while k > 0 and self.unwritten_tensorish(args[k - 1]):
+        unwritten = self.unwritten_tensorish
+        while k > 0 and unwritten(args[k - 1]):
             k -= 1
         if k == len(args) and args:  # nothing new: an in-place update of the last argument
             k -= 1
@@ -223,10 +224,10 @@ class _PlanGraph:
         kernel = ins.kind == "KernelCall"
         in_ids, out_ids = self.split_kernel(ins.args) if kernel else self.split_delegate(ins.args,
                                                                                             ins.delegate_index)
-        values, nvalues = self.values, self.nvalues
+        values, nvalues, producer = self.values, self.nvalues, self.producer
         inputs: list[str] = []
         for vid in in_ids:
-            name = self.producer.get(vid)
+            name = producer.get(vid)
             if name is not None:
                 inputs.append(name)
             elif 0 <= vid < nvalues and values[vid].kind in _TENSORISH:
