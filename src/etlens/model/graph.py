@@ -232,7 +232,7 @@ class Graph:
     it. Lookups by name are O(1).
     """
 
-    __slots__ = ("name", "meta", "_nodes")
+    __slots__ = ("name", "meta", "_nodes", "_suffix")
 
     SCHEMA = "etlens.graph"
     VERSION = 1
@@ -241,6 +241,9 @@ class Graph:
         self.name = name
         self.meta: dict[str, Any] = dict(meta or {})
         self._nodes: dict[str, Node] = {}
+        # base name -> the suffix unique_name tries first: every smaller suffix is taken, and nodes
+        # are never removed, so naming n nodes after one base costs O(n) in all, not O(n^2).
+        self._suffix: dict[str, int] = {}
 
     # -- building -------------------------------------------------------------------------
     def add(self, node: Node) -> Node:
@@ -251,12 +254,16 @@ class Graph:
         return node
 
     def unique_name(self, base: str) -> str:
-        """A node name derived from ``base`` that is not taken yet."""
-        if base not in self._nodes:
+        """A node name derived from ``base`` that is not taken yet: ``base``, else the first free
+        of ``base_1``, ``base_2`` … (fx's spelling). Amortised O(1): the graph remembers, per base,
+        where the free suffixes start."""
+        nodes = self._nodes
+        if base not in nodes:
             return base
-        i = 1
-        while f"{base}_{i}" in self._nodes:
+        i = self._suffix.get(base, 1)
+        while f"{base}_{i}" in nodes:
             i += 1
+        self._suffix[base] = i
         return f"{base}_{i}"
 
     # -- reading --------------------------------------------------------------------------

@@ -10,20 +10,32 @@ All positions are bounds-checked against the buffer before they are gathered: a 
 truncated file raises :class:`~etlens.errors.FormatError` / :class:`TruncatedFileError` naming
 the structure and offset instead of an ``IndexError``.
 
-Example::
+Fields are named through the generated schema description :mod:`etlens.schema.etdump_fbs`
+(a :class:`~etlens.schema.fbs.Field` carries the slot, type and default). Example::
 
+    from etlens.schema.etdump_fbs import ETDump, RunData
     fb = FB(data, path="run.etdp")
-    tables = fb.vector_tables(fb.field_offset(root, 1), "ETDump.run_data")
-    names = fb.strings(fb.field_offset(tables, 0))
+    runs = fb.vector_tables(int(fb.target(root, ETDump.run_data)[0]), "ETDump.run_data")
+    bundled = fb.get(runs, RunData.bundled_input_index)      # int32 column, -1 where absent
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import FormatError, TruncatedFileError
+from ..schema.fbs import Field
+
+#: a numpy column (positions, offsets or values, one per table)
+Arr = npt.NDArray[Any]
 
 __all__ = ["FB"]
+
+#: ``struct`` code of a schema field -> the kind :meth:`FB.scalar` reads.
+_KIND = {"B": "u8", "?": "u8", "b": "i8", "i": "i32", "I": "u32", "q": "i64", "Q": "u64", "f": "f4", "d": "f8"}
 
 _R2 = np.arange(2, dtype=np.int64)
 _R4 = np.arange(4, dtype=np.int64)
@@ -33,15 +45,15 @@ _R8 = np.arange(8, dtype=np.int64)
 class FB:
     """A read-only FlatBuffer with vectorised readers (positions are ``int64`` arrays)."""
 
-    def __init__(self, data, path: str = "<bytes>"):
+    def __init__(self, data: Any, path: str = "<bytes>") -> None:
         self.data = data
         self.buf = np.frombuffer(data, dtype=np.uint8)
         self.size = len(self.buf)
         self.path = path
-        self._views: dict = {}
+        self._views: dict[tuple[str, int], Arr] = {}
 
     # -- bounds -------------------------------------------------------------------------------
-    def check(self, pos: np.ndarray, width: int, what: str) -> None:
+    def check(self, pos: Arr, width: int, what: str) -> None:
         """Raise if any of ``pos .. pos+width`` falls outside the buffer."""
         if pos.size == 0:
             return
@@ -56,7 +68,7 @@ class FB:
                               f"{self.size}-byte file; the ETDump is corrupt")
 
     # -- scalar gathers -------------------------------------------------------------------------
-    def _view(self, dtype: str, width: int, shift: int) -> np.ndarray:
+    def _view(self, dtype: str, width: int, shift: int) -> Arr:
         """``self.data`` seen as ``dtype`` starting at byte ``shift`` (cached)."""
         key = (dtype, shift)
         v = self._views.get(key)
@@ -65,7 +77,7 @@ class FB:
             v = self._views[key] = np.frombuffer(self.data, dtype=dtype, count=max(count, 0), offset=shift)
         return v
 
-    def _gather(self, pos: np.ndarray, rng: np.ndarray, dtype: str, what: str) -> np.ndarray:
+    def _gather(self, pos: Arr, rng: Arr, dtype: str, what: str) -> Arr:
         # FlatBuffers align scalars to their size, so almost always one aligned 1-D gather does;
         # misaligned positions (hand-made files) are read from a view shifted by the residue.
         pos = np.asarray(pos, dtype=np.int64)
@@ -75,39 +87,47 @@ class FB:
             return np.zeros(0, dtype=dtype)
         res = pos & (width - 1)
         if not res.any():
-            return self._view(dtype, width, 0)[pos // width]
+            aligned: Arr = self._view(dtype, width, 0)[pos // width]
+            return aligned
         out = np.empty(pos.shape, dtype=dtype)
         for r in np.unique(res).tolist():
             m = res == r
             out[m] = self._view(dtype, width, r)[(pos[m] - r) // width]
         return out
 
-    def u8(self, pos, what="byte"):
+    def u8(self, pos: Any, what: str = "byte") -> Arr:
         pos = np.asarray(pos, dtype=np.int64)
         self.check(pos, 1, what)
-        return self.buf[pos]
+        out: Arr = self.buf[pos]
+        return out
 
-    def u16(self, pos, what="u16"):
+    def u16(self, pos: Any, what: str = "u16") -> Arr:
         return self._gather(pos, _R2, "<u2", what)
 
-    def i32(self, pos, what="i32"):
+    def i32(self, pos: Any, what: str = "i32") -> Arr:
         return self._gather(pos, _R4, "<i4", what)
 
-    def u32(self, pos, what="u32"):
+    def u32(self, pos: Any, what: str = "u32") -> Arr:
         return self._gather(pos, _R4, "<u4", what)
 
-    def i64(self, pos, what="i64"):
+    def i64(self, pos: Any, what: str = "i64") -> Arr:
         return self._gather(pos, _R8, "<i8", what)
 
-    def u64(self, pos, what="u64"):
+    def u64(self, pos: Any, what: str = "u64") -> Arr:
         return self._gather(pos, _R8, "<u8", what)
 
+    def f32(self, pos: Any, what: str = "f32") -> Arr:
+        return self._gather(pos, _R4, "<f4", what)
+
+    def f64(self, pos: Any, what: str = "f64") -> Arr:
+        return self._gather(pos, _R8, "<f8", what)
+
     # -- tables -------------------------------------------------------------------------------
-    def layout(self, tables: np.ndarray, what: str = "table") -> "Layout":
+    def layout(self, tables: Arr, what: str = "table") -> "Layout":
         """Vtables of ``tables`` decoded once (a writer shares a few vtables among thousands of tables)."""
         return Layout(self, np.asarray(tables, dtype=np.int64), what)
 
-    def field_offset(self, tables: np.ndarray, index: int, what: str = "table", layout=None) -> np.ndarray:
+    def field_offset(self, tables: Any, index: int, what: str = "table", layout: "Layout | None" = None) -> Arr:
         """Byte offset of field ``index`` inside each table (0 where absent)."""
         if layout is not None:
             return layout.fo(index)
@@ -123,23 +143,33 @@ class FB:
             fo[has] = self.u16(vt[has] + slot, f"{what} vtable field {index}")
         return fo
 
-    def scalar(self, tables, index: int, kind: str, default, what: str = "table", layout=None) -> np.ndarray:
+    def scalar(self, tables: Any, index: int, kind: str, default: Any, what: str = "table",
+               layout: "Layout | None" = None) -> Arr:
         """Field ``index`` of scalar type ``kind`` (u8/i32/u32/i64/u64) with its default."""
         tables = np.asarray(tables, dtype=np.int64)
         fo = self.field_offset(tables, index, what, layout)
         dtype = {"u8": np.uint8, "i8": np.int8, "i32": np.int32, "u32": np.uint32, "i64": np.int64,
-                 "u64": np.uint64}[kind]
+                 "u64": np.uint64, "f4": np.float32, "f8": np.float64}[kind]
         out = np.full(tables.shape, default, dtype=dtype)
         has = fo != 0
         if has.any():
             pos = tables[has] + fo[has]
             reader = {"u8": self.u8, "i8": self.u8, "i32": self.i32, "u32": self.u32, "i64": self.i64,
-                      "u64": self.u64}[kind]
+                      "u64": self.u64, "f4": self.f32, "f8": self.f64}[kind]
             vals = reader(pos, f"{what} field {index}")
             out[has] = vals.view(np.int8) if kind == "i8" else vals
         return out
 
-    def ref(self, tables, index: int, what: str = "table", layout=None) -> np.ndarray:
+    def get(self, tables: Arr, f: Field, layout: "Layout | None" = None) -> Arr:
+        """Scalar field ``f`` of every table (its schema default where absent)."""
+        kind = _KIND[f.fmt]
+        return self.scalar(tables, f.slot, kind, f.default, f.path, layout)
+
+    def target(self, tables: Arr, f: Field, layout: "Layout | None" = None) -> Arr:
+        """Absolute position of what offset field ``f`` (table, vector, string) points to; 0 = absent."""
+        return self.ref(tables, f.slot, f.path, layout)
+
+    def ref(self, tables: Any, index: int, what: str = "table", layout: "Layout | None" = None) -> Arr:
         """Absolute position of the table/vector/string referenced by field ``index`` (0 = absent)."""
         tables = np.asarray(tables, dtype=np.int64)
         fo = self.field_offset(tables, index, what, layout)
@@ -157,7 +187,7 @@ class FB:
         start = vec_pos + 4
         return start, n
 
-    def vector_tables(self, vec_pos: int, what: str, elem_size: int = 4) -> np.ndarray:
+    def vector_tables(self, vec_pos: int, what: str, elem_size: int = 4) -> Arr:
         """Positions of the tables referenced by a vector of offsets."""
         start, n = self.vector(vec_pos, what)
         if n == 0:
@@ -170,7 +200,7 @@ class FB:
         return tables
 
     # -- strings --------------------------------------------------------------------------------
-    def string_spans(self, pos: np.ndarray, what: str = "string") -> tuple[np.ndarray, np.ndarray]:
+    def string_spans(self, pos: Arr, what: str = "string") -> tuple[Arr, Arr]:
         """``(start, length)`` of the strings at ``pos`` (``pos`` 0 = absent → length -1)."""
         pos = np.asarray(pos, dtype=np.int64)
         lens = np.full(pos.shape, -1, dtype=np.int64)
@@ -182,8 +212,8 @@ class FB:
             self.check(starts[has] + lens[has], 0, f"{what} bytes")
         return starts, lens
 
-    def intern(self, starts: np.ndarray, lens: np.ndarray, table: dict[bytes, int],
-               names: list[str]) -> np.ndarray:
+    def intern(self, starts: Arr, lens: Arr, table: dict[bytes, int],
+               names: list[str]) -> Arr:
         """Ids (into ``names``) of each byte string; -1 where absent. Extends ``table``/``names``.
 
         Vectorised: equal strings are found with one ``np.unique`` over a fixed-width view, so
@@ -202,7 +232,7 @@ class FB:
             itype = np.int32 if self.size < (1 << 31) - 512 else np.int64
             cols = np.arange(w8, dtype=itype)
             mask = cols[None, :] < ln[:, None]
-            idx = st.astype(itype)[:, None] + cols
+            idx = np.add(st.astype(itype)[:, None], cols)
             np.minimum(idx, self.size - 1, out=idx)   # bytes past a string's end are masked below
             mat = self.buf[idx]
             mat *= mask
@@ -227,19 +257,19 @@ class FB:
             uniq_bytes, inv_list = [], []
             for s, n in zip(st.tolist(), ln.tolist()):
                 b = bytes(self.buf[s:s + n])
-                k = seen.get(b)
-                if k is None:
-                    k = seen[b] = len(uniq_bytes)
+                at = seen.get(b)
+                if at is None:
+                    at = seen[b] = len(uniq_bytes)
                     uniq_bytes.append(b)
-                inv_list.append(k)
+                inv_list.append(at)
             inv = np.asarray(inv_list, dtype=np.int64)
         remap = np.empty(len(uniq_bytes), dtype=np.int32)
         for i, b in enumerate(uniq_bytes):
-            k = table.get(b)
-            if k is None:
-                k = table[b] = len(names)
+            sid = table.get(b)
+            if sid is None:
+                sid = table[b] = len(names)
                 names.append(b.decode("utf-8", errors="replace"))
-            remap[i] = k
+            remap[i] = sid
         ids[has] = remap[np.asarray(inv).ravel()]
         return ids
 
@@ -255,7 +285,7 @@ class FB:
 class Layout:
     """Field offsets of many tables through their (few, shared) vtables."""
 
-    def __init__(self, fb: FB, tables: np.ndarray, what: str):
+    def __init__(self, fb: FB, tables: Arr, what: str) -> None:
         self.fb, self.what = fb, what
         if tables.size == 0:
             self.uvt = np.zeros(0, np.int64)
@@ -267,7 +297,7 @@ class Layout:
         self.inv = inv.ravel()
         self.sizes = fb.u16(self.uvt, f"{what} vtable").astype(np.int64)
 
-    def fo(self, index: int) -> np.ndarray:
+    def fo(self, index: int) -> Arr:
         slot = 4 + 2 * index
         u = np.zeros(len(self.uvt), dtype=np.int64)
         has = self.sizes > slot

@@ -23,18 +23,15 @@ import json
 from typing import Any
 
 from ..model import DelegateInfo, Graph, Node, TensorMeta
+from ..schema.export import EXPORT_DTYPES, EXPORT_LAYOUTS, EXPORT_MEMORY_FORMATS
 from ._fx import _MAX_ARG_TEXT, debug_handles_of, lineage_of, target_name
 
 __all__ = ["graph_from_program_json", "parse_nn_module_stack"]
 
-# torch.export schema enums (torch/_export/serde/schema.py) → the names torch prints.
-_DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16", 7: "float32",
-           8: "float64", 9: "complex32", 10: "complex64", 11: "complex128", 12: "bool", 13: "bfloat16",
-           28: "uint16", 29: "float8_e4m3fn", 30: "float8_e5m2", 31: "float8_e4m3fnuz", 32: "float8_e5m2fnuz",
-           33: "float8_e8m0fnu", 34: "uint32", 35: "uint64"}
-_LAYOUTS = {1: "sparse_coo", 2: "sparse_csr", 3: "sparse_csc", 4: "sparse_bsr", 5: "sparse_bsc", 6: "_mkldnn",
-            7: "strided"}
-_MEMORY_FORMATS = {1: "contiguous_format", 2: "channels_last", 3: "channels_last_3d", 4: "preserve_format"}
+# torch.export schema enums → the names torch prints (etlens.schema.export).
+_DTYPES = EXPORT_DTYPES
+_LAYOUTS = EXPORT_LAYOUTS
+_MEMORY_FORMATS = EXPORT_MEMORY_FORMATS
 _INPUT_KINDS = {"parameter": ("parameter", "parameter_name"), "buffer": ("buffer", "buffer_name"),
                 "tensor_constant": ("constant_tensor", "tensor_constant_name"),
                 "custom_obj": ("custom_obj", "custom_obj_name"), "token": ("token", None)}
@@ -73,7 +70,7 @@ def parse_nn_module_stack(text: str) -> dict[str, list[str]]:
     return out
 
 
-def _meta_of(metadata: dict) -> dict[str, Any]:
+def _meta_of(metadata: dict[str, Any]) -> dict[str, Any]:
     """Serialized node metadata → the fx ``node.meta`` entries the converter reads."""
     meta: dict[str, Any] = {}
     if metadata.get("stack_trace"):
@@ -90,14 +87,14 @@ def _meta_of(metadata: dict) -> dict[str, Any]:
     return meta
 
 
-def _size(s: dict) -> int | str:
+def _size(s: dict[str, Any]) -> int | str:
     if "as_int" in s:
         return int(s["as_int"])
     expr = s.get("as_expr") or {}
     return str(expr.get("expr_str", "?"))
 
 
-def _value_meta(graph: dict, name: str) -> list[TensorMeta]:
+def _value_meta(graph: dict[str, Any], name: str) -> list[TensorMeta]:
     tv = graph.get("tensor_values", {}).get(name)
     if tv is not None:
         return [TensorMeta(tuple(_size(s) for s in tv.get("sizes", [])), _DTYPES.get(tv.get("dtype"), "unknown"))]
@@ -135,7 +132,7 @@ def _keyword_args(target: str) -> frozenset[str] | None:
         return None
 
 
-def _sym_text(v: dict) -> str:
+def _sym_text(v: dict[str, Any]) -> str:
     if "as_name" in v:
         return f"%{v['as_name']}"
     for key in ("as_int", "as_float", "as_bool"):
@@ -152,7 +149,7 @@ def _scalar_text(v: Any) -> str:
     return str(v)
 
 
-def _arg_text(arg: dict) -> str:  # noqa: C901 - one branch per argument kind
+def _arg_text(arg: dict[str, Any]) -> str:  # noqa: C901 - one branch per argument kind
     if not isinstance(arg, dict) or len(arg) != 1:
         return str(arg)
     (kind, v), = arg.items()
@@ -187,7 +184,7 @@ def _arg_text(arg: dict) -> str:  # noqa: C901 - one branch per argument kind
     return f"<{kind}>"
 
 
-def _args_text(node: dict) -> str:
+def _args_text(node: dict[str, Any]) -> str:
     by_keyword = _keyword_args(node.get("target", ""))
     positional, keywords = [], []
     for inp in node.get("inputs", []):
@@ -290,7 +287,7 @@ class _Namer:
         return name
 
 
-def graph_from_program_json(doc: dict, name: str, meta: dict | None = None) -> Graph:  # noqa: C901
+def graph_from_program_json(doc: dict[str, Any], name: str, meta: dict[str, Any] | None = None) -> Graph:  # noqa: C901
     """An etlens :class:`Graph` from a serialized ``ExportedProgram`` (the dict of its JSON)."""
     gm = doc["graph_module"]
     graph = gm["graph"]
@@ -303,6 +300,8 @@ def graph_from_program_json(doc: dict, name: str, meta: dict | None = None) -> G
     specs = signature.get("input_specs") or []
     for i, inp in enumerate(graph.get("inputs", [])):
         spec = specs[i] if i < len(specs) else {}
+        spec_kind: Any
+        spec_val: Any
         (spec_kind, spec_val), = spec.items() if spec else ((None, {}),)
         arg = inp
         if "as_tensor" in arg:
@@ -328,9 +327,10 @@ def graph_from_program_json(doc: dict, name: str, meta: dict | None = None) -> G
         target = snode.get("target", "")
         m = _meta_of(snode.get("metadata") or {})
         pairs = [tuple(v) for v in m.get("nn_module_stack", {}).values()]
-        common = dict(module_stack=[(str(p), str(t)) for p, t in pairs], stack_trace=m.get("stack_trace") or None,
-                      debug_handles=debug_handles_of(m), lineage=lineage_of(m))
-        attrs: dict[str, Any] = {}
+        common: dict[str, Any] = dict(module_stack=[(str(p), str(t)) for p, t in pairs],
+                                      stack_trace=m.get("stack_trace") or None,
+                                      debug_handles=debug_handles_of(m), lineage=lineage_of(m))
+        attrs = {}
         if m.get("nn_module_stack"):
             attrs["nn_module_stack"] = {k: list(v) for k, v in m["nn_module_stack"].items()}
         inputs_json = snode.get("inputs", [])
@@ -386,7 +386,7 @@ def graph_from_program_json(doc: dict, name: str, meta: dict | None = None) -> G
         _names_in(arg, out_refs)
     out_metas: list[TensorMeta] = []
     for arg in graph.get("outputs", []):
-        refs: list[str] = []
+        refs = []
         _names_in(arg, refs)
         for r in refs:
             out_metas.extend(_value_meta(graph, r))
@@ -395,12 +395,12 @@ def graph_from_program_json(doc: dict, name: str, meta: dict | None = None) -> G
     return g
 
 
-def _emit_getitems(g: Graph, namer: _Namer, alias: dict[str, str], graph: dict, parent: str, items: list,
-                   m: dict, parent_attrs: dict) -> list[TensorMeta]:
+def _emit_getitems(g: Graph, namer: _Namer, alias: dict[str, str], graph: dict[str, Any], parent: str, items: list[Any],
+                   m: dict[str, Any], parent_attrs: dict[str, Any]) -> list[TensorMeta]:
     metas: list[TensorMeta] = []
     pairs = [tuple(v) for v in m.get("nn_module_stack", {}).values()]
 
-    def common(idx: int) -> dict:
+    def common(idx: int) -> dict[str, Any]:
         attrs: dict[str, Any] = {"args": f"%{parent}, {idx}"}
         if "nn_module_stack" in parent_attrs:
             attrs["nn_module_stack"] = parent_attrs["nn_module_stack"]

@@ -20,15 +20,18 @@ outside the buffer) naming the file, the field path and the byte offset. Counts 
 against the bytes that remain before anything is allocated, and offsets only move forward, so
 corrupt input can neither hang the reader nor make it allocate more than the file size.
 
-Example::
+Readers address fields by name through the generated schema descriptions of
+:mod:`etlens.schema` (a :class:`~etlens.schema.fbs.Field` knows its slot, type and default);
+the slot-number accessors underneath stay for hand-made buffers and tests. Example::
 
     from etlens.readers._flatbuffers import FlatBuffer
+    from etlens.schema.program_fbs import ExecutionPlan, Program
 
     fb = FlatBuffer(data, name="model.pte", identifier=b"ET12")
     program = fb.root("program")
-    version = program.u32(0)                      # field 0, default 0
-    for i, plan in enumerate(program.tables(1)):  # field 1: [ExecutionPlan]
-        print(plan.string(0))                     # ExecutionPlan.name
+    version = program.get(Program.version)                # default from the schema
+    for plan in program.children(Program.execution_plan):
+        print(plan.text(ExecutionPlan.name))
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import struct
 from typing import Any, Callable
 
 from ..errors import FormatError, TruncatedFileError
+from ..schema.fbs import Field
 
 __all__ = ["FlatBuffer", "Table", "field_path", "render_path"]
 
@@ -44,7 +48,7 @@ _u8 = struct.Struct("<B").unpack_from
 _i8 = struct.Struct("<b").unpack_from
 _u16 = struct.Struct("<H").unpack_from
 _i16 = struct.Struct("<h").unpack_from
-_u32 = struct.Struct("<I").unpack_from
+_u32: Callable[[Any, int], tuple[int]] = struct.Struct("<I").unpack_from
 _i32 = struct.Struct("<i").unpack_from
 _u64 = struct.Struct("<Q").unpack_from
 _i64 = struct.Struct("<q").unpack_from
@@ -54,12 +58,17 @@ _f64 = struct.Struct("<d").unpack_from
 _vthead = struct.Struct("<HH").unpack_from
 _VT_CACHE: dict[int, Any] = {}
 
+_UNPACK: dict[str, Callable[[Any, int], tuple[Any, ...]]] = {
+    "B": _u8, "b": _i8, "?": struct.Struct("<?").unpack_from, "H": _u16, "h": _i16, "I": _u32, "i": _i32,
+    "Q": _u64, "q": _i64, "f": _f32, "d": _f64,
+}
+
 _SIZES = {"B": 1, "b": 1, "?": 1, "H": 2, "h": 2, "I": 4, "i": 4, "f": 4, "Q": 8, "q": 8, "d": 8}
 
 _HINT = "re-export it or copy it again (is it the file you meant?)"
 
 
-def field_path(parent: Any, field: str, index: int | None = None) -> tuple:
+def field_path(parent: Any, field: str, index: int | None = None) -> tuple[Any, ...]:
     """A field path for error messages, built lazily as a tuple ``(parent, field, index)``.
 
     A path is ``None``, a string (the root's name) or such a tuple; :func:`render_path` turns
@@ -289,40 +298,40 @@ class Table:
                 return unpack(self.fb.data, self.pos + off)[0]
         return default
 
-    def u8(self, slot: int, default: int = 0) -> int:
+    def u8(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 1, _u8, default)
 
-    def i8(self, slot: int, default: int = 0) -> int:
+    def i8(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 1, _i8, default)
 
     def bool(self, slot: int, default: bool = False) -> bool:
         return self._get(slot, 1, _u8, default) != 0 if self.offset(slot) else default
 
-    def u16(self, slot: int, default: int = 0) -> int:
+    def u16(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 2, _u16, default)
 
-    def i16(self, slot: int, default: int = 0) -> int:
+    def i16(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 2, _i16, default)
 
-    def u32(self, slot: int, default: int = 0) -> int:
+    def u32(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 4, _u32, default)
 
-    def i32(self, slot: int, default: int = 0) -> int:
+    def i32(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 4, _i32, default)
 
-    def u64(self, slot: int, default: int = 0) -> int:
+    def u64(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 8, _u64, default)
 
-    def i64(self, slot: int, default: int = 0) -> int:
+    def i64(self, slot: int, default: int = 0) -> Any:
         return self._get(slot, 8, _i64, default)
 
-    def f32(self, slot: int, default: float = 0.0) -> float:
+    def f32(self, slot: int, default: float = 0.0) -> Any:
         return self._get(slot, 4, _f32, default)
 
-    def f64(self, slot: int, default: float = 0.0) -> float:
+    def f64(self, slot: int, default: float = 0.0) -> Any:
         return self._get(slot, 8, _f64, default)
 
-    def struct(self, slot: int, fmt: str, name: str | None = None) -> tuple | None:
+    def struct(self, slot: int, fmt: str, name: str | None = None) -> tuple[Any, ...] | None:
         """An inline struct field unpacked with ``fmt`` (e.g. ``'<QQ'``), ``None`` when absent."""
         st = struct.Struct(fmt)
         p = self._field(slot, st.size, name)
@@ -360,7 +369,7 @@ class Table:
         """Element count of a vector field (0 when absent)."""
         return self.vector(slot, 0, name)[1]
 
-    def scalars(self, slot: int, fmt: str, name: str | None = None) -> tuple:
+    def scalars(self, slot: int, fmt: str, name: str | None = None) -> tuple[Any, ...]:
         """A vector of scalars in one ``struct.unpack_from`` call (``fmt`` is one code, e.g. ``'q'``)."""
         start, n = self.vector(slot, _SIZES[fmt], name)
         if not n:
@@ -397,12 +406,57 @@ class Table:
         label = name or f"field{slot}"
         return [fb.string_at(start + 4 * i + o, (self.path, label, i)) for i, o in enumerate(offs)]
 
-    def structs(self, slot: int, fmt: str, name: str | None = None) -> list[tuple]:
+    def structs(self, slot: int, fmt: str, name: str | None = None) -> list[tuple[Any, ...]]:
         """A vector of inline structs, each unpacked with ``fmt`` (e.g. ``'<QQ'``)."""
         st = struct.Struct(fmt)
         start, n = self.vector(slot, st.size, name)
         return [st.unpack_from(self.fb.data, start + i * st.size) for i in range(n)]
 
-    def map_tables(self, slot: int, fn: Callable[["Table"], Any], name: str | None = None) -> list:
+    def map_tables(self, slot: int, fn: Callable[["Table"], Any], name: str | None = None) -> list[Any]:
         """``[fn(t) for t in tables(slot)]`` (convenience for readers)."""
         return [fn(t) for t in self.tables(slot, name)]
+
+    # -- by field name (etlens.schema.*_fbs) ----------------------------------------------
+    def get(self, f: Field) -> Any:
+        """Scalar field ``f`` (its schema default when absent), e.g. ``t.get(Program.version)``."""
+        offs = self.offs
+        slot = f.slot
+        if slot < len(offs):
+            off = offs[slot]
+            if off:
+                if off + f.size > self.tlen:
+                    self._outside(slot, off, f.size, f.name)
+                return _UNPACK[f.fmt](self.fb.data, self.pos + off)[0]
+        return f.default
+
+    def text(self, f: Field, default: str | None = None) -> str | None:
+        """String field ``f`` (``default`` when absent)."""
+        return self.string(f.slot, default, f.name)
+
+    def child(self, f: Field) -> "Table | None":
+        """Table field ``f`` (``None`` when absent)."""
+        return self.table(f.slot, f.name)
+
+    def children(self, f: Field) -> list["Table"]:
+        """Vector-of-tables field ``f``, each table with path ``<f.name>[i]``."""
+        return self.tables(f.slot, f.name)
+
+    def texts(self, f: Field) -> list[str]:
+        """Vector-of-strings field ``f``."""
+        return self.strings(f.slot, f.name)
+
+    def items(self, f: Field) -> tuple[Any, ...]:
+        """Vector-of-scalars field ``f`` as a tuple (one ``struct.unpack_from``)."""
+        return self.scalars(f.slot, f.fmt, f.name)
+
+    def variant(self, f: Field) -> tuple[int, "Table | None"]:
+        """Union field ``f``: ``(tag, table)``, ``(0, None)`` for NONE (see :meth:`union`)."""
+        return self.union(f.slot, f.name)
+
+    def blob(self, f: Field) -> memoryview:
+        """``[ubyte]`` field ``f`` as a zero-copy memoryview."""
+        return self.bytes(f.slot, f.name)
+
+    def blob_span(self, f: Field) -> tuple[int, int]:
+        """``(absolute start, length)`` of ``[ubyte]`` field ``f``."""
+        return self.vector(f.slot, 1, f.name)

@@ -126,7 +126,7 @@ def _type_str(ty: Any) -> str:
     return f"{mod}.{qual}" if mod and qual else str(ty)
 
 
-def module_stack_of(meta: dict) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
+def module_stack_of(meta: dict[str, Any]) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
     """``(module_stack outer→inner, raw {key: [path, type]})`` from ``meta['nn_module_stack']``."""
     stack = meta.get("nn_module_stack") or {}
     raw: dict[str, list[str]] = {}
@@ -143,7 +143,7 @@ def module_stack_of(meta: dict) -> tuple[list[tuple[str, str]], dict[str, list[s
     return pairs, raw
 
 
-def debug_handles_of(meta: dict) -> tuple[int, ...]:
+def debug_handles_of(meta: dict[str, Any]) -> tuple[int, ...]:
     """``meta['debug_handle']`` as a tuple: an int, a tuple/list of ints, or their string forms."""
     dh = meta.get("debug_handle")
     if dh is None or dh == "":
@@ -159,14 +159,14 @@ def debug_handles_of(meta: dict) -> tuple[int, ...]:
         except ValueError:
             return ()
     if isinstance(dh, (list, tuple)):
-        out = []
+        out: list[Any] = []
         for h in dh:
             out.extend(debug_handles_of({"debug_handle": h}))
         return tuple(out)
     return ()
 
 
-def lineage_of(meta: dict, limit: int = 64) -> list[LineageStep]:
+def lineage_of(meta: dict[str, Any], limit: int = 64) -> list[LineageStep]:
     """The ``from_node`` chain, nearest ancestor first, root last (first source at each level).
 
     ``from_node`` is a list of ``NodeSource`` objects (or their dict form, as stored in serialized
@@ -253,7 +253,7 @@ def _compile_specs(lowered: Any) -> dict[str, str]:
                 text = bytes(value).decode("utf-8")
                 value = text if text.isprintable() else "0x" + bytes(value).hex()
             except UnicodeDecodeError:
-                value = "0x" + bytes(value).hex()
+                value = "0x" + bytes(value).hex()  # type: ignore[arg-type]  # bytes or bytearray here
         out[str(key)] = str(value)
     return out
 
@@ -297,7 +297,7 @@ def _param_kinds(signature: Any) -> dict[str, tuple[str, str | None]]:
     return out
 
 
-def graph_from_fx(gm: Any, name: str, signature: Any = None, meta: dict | None = None) -> Graph:
+def graph_from_fx(gm: Any, name: str, signature: Any = None, meta: dict[str, Any] | None = None) -> Graph:
     """Convert ``gm`` (a ``torch.fx.GraphModule`` or ``torch.fx.Graph``) into an etlens :class:`Graph`.
 
     ``signature`` is the ``ExportedProgram.graph_signature`` when there is one: it decides which
@@ -321,7 +321,7 @@ def graph_from_fx(gm: Any, name: str, signature: Any = None, meta: dict | None =
         attrs: dict[str, Any] = {}
         if raw_stack:
             attrs["nn_module_stack"] = raw_stack
-        common = dict(
+        common: dict[str, Any] = dict(
             outputs=tensor_metas(m.get("val")),
             module_stack=pairs,
             stack_trace=m.get("stack_trace") or None,

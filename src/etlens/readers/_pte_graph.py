@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..model import DelegateInfo, Graph, Node, TensorMeta, categorize
 
 if TYPE_CHECKING:
-    from .pte import ExecutionPlan, Program, PteArtifact, Value
+    from .pte import ExecutionPlan, Instruction, Program, PteArtifact, TensorValue, Value
 
 __all__ = ["plan_graph", "program_summary", "delegate_info"]
 
@@ -71,61 +71,78 @@ def _op_base(qualified: str) -> str:
 
 def plan_graph(program: "Program", plan: "ExecutionPlan") -> Graph:
     """Build the data-flow graph of one execution plan (see the module docstring)."""
-    values = plan.values
-    nvalues = len(values)
-    g = Graph(plan.name, meta={"format": "pte", "method": plan.name})
-    producer: dict[int, str] = {}  # value id -> node name that last wrote it
-    taken: dict[str, int] = {}
+    return _PlanGraph(program, plan).build()
 
-    def fresh(base: str) -> str:
-        # fx-style names (addmm, addmm_1, ...) without Graph.unique_name's linear probing,
-        # which is quadratic on a 1000-layer model.
-        k = taken.get(base, 0)
-        name = base if k == 0 else f"{base}_{k}"
-        while name in g:
-            k += 1
-            name = f"{base}_{k}"
-        taken[base] = k + 1
-        return name
 
-    for k, vid in enumerate(plan.inputs):
-        node = g.add(Node(fresh(f"input_{k}"), kind="input", outputs=_meta(values, vid),
-                          attrs={"value_id": vid, "input_index": k}))
-        producer[vid] = node.name
+class _PlanGraph:
+    """The state of one :func:`plan_graph` run: the graph being built and who wrote what.
 
-    # (memory_id, offset) -> node that last wrote a tensor there. Views (reshape, squeeze of a
-    # whole tensor …) are not instructions: the emitter gives the view its own value id with the
-    # base's memory, so a read of a never-written value follows the memory to its writer.
-    memory: dict[tuple[int, int], str] = {}
-    const_sizes = program.constant_sizes()
+    ``producer`` maps a value id to the node that last wrote it; ``memory`` maps a planned
+    ``(memory_id, offset)`` to the node that last wrote a tensor there. Views (reshape, squeeze of
+    a whole tensor …) are not instructions: the emitter gives the view its own value id with the
+    base's memory, so a read of a never-written value follows the memory to its writer.
+    """
 
-    def is_const(vid: int) -> bool:
-        if not 0 <= vid < nvalues:
+    def __init__(self, program: "Program", plan: "ExecutionPlan") -> None:
+        self.program = program
+        self.plan = plan
+        self.values = plan.values
+        self.nvalues = len(plan.values)
+        self.g = Graph(plan.name, meta={"format": "pte", "method": plan.name})
+        self.producer: dict[int, str] = {}
+        self.memory: dict[tuple[int, int], str] = {}
+        self.const_sizes = program.constant_sizes()
+        # operator index -> (qualified, target, name base, category), computed once per operator
+        self.op_names: dict[int | None, tuple[str, str, str, str]] = {}
+
+    def build(self) -> Graph:
+        g, plan, values = self.g, self.plan, self.values
+        for k, vid in enumerate(plan.inputs):
+            node = g.add(Node(g.unique_name(f"input_{k}"), kind="input", outputs=_meta(values, vid),
+                              attrs={"value_id": vid, "input_index": k}))
+            self.producer[vid] = node.name
+        counts: Counter[str] = Counter()
+        for ci, chain in enumerate(plan.chains):
+            # ``index`` is the index within its chain, as ETDump's ``instruction_id`` counts.
+            for index, ins in enumerate(chain.instructions):
+                counts[ins.kind] += 1
+                if ins.kind == "KernelCall" or ins.kind == "DelegateCall":
+                    self.call(ci, index, ins)
+                elif ins.kind == "MoveCall":
+                    src = self.producer.get(ins.move_from) if ins.move_from is not None else None
+                    if src is not None and ins.move_to is not None:
+                        self.producer[ins.move_to] = src
+        out_inputs: list[str] = []
+        for vid in plan.outputs:
+            out_inputs.extend(self.source(vid))
+        g.add(Node(g.unique_name("output"), kind="output", inputs=out_inputs,
+                   outputs=[m for vid in plan.outputs for m in _meta(values, vid)],
+                   attrs={"value_ids": list(plan.outputs)}))
+        g.meta["instructions"] = dict(counts)
+        g.meta["num_values"] = self.nvalues
+        return g
+
+    # -- values ---------------------------------------------------------------------------
+    def is_const(self, vid: int) -> bool:
+        if not 0 <= vid < self.nvalues:
             return False
-        v = values[vid]
+        v = self.values[vid]
         return v.kind == "tensor" and v.val.is_constant
 
-    def source(vid: int) -> list[str]:
+    def source(self, vid: int) -> list[str]:
         """Producer names of value ``vid`` (a tensor list yields its items' producers)."""
-        name = producer.get(vid)
+        name = self.producer.get(vid)
         if name is not None:
             return [name]
-        if not 0 <= vid < nvalues:
+        if not 0 <= vid < self.nvalues:
             return []
-        v = values[vid]
+        v = self.values[vid]
         if v.kind == "tensor":
             t = v.val
             if t.is_constant:
-                attrs: dict[str, Any] = {"value_id": vid, "data_buffer_idx": t.data_buffer_idx}
-                if 0 <= t.data_buffer_idx < len(const_sizes):
-                    attrs["nbytes"] = const_sizes[t.data_buffer_idx]
-                if t.fully_qualified_name:
-                    attrs["fqn"] = t.fully_qualified_name
-                node = g.add(Node(fresh(f"const_{vid}"), kind="param", category="param", outputs=_meta(values, vid), attrs=attrs))
-                producer[vid] = node.name
-                return [node.name]
+                return [self.add_param(vid, t)]
             if t.allocation is not None:
-                name = memory.get((t.allocation.memory_id, t.allocation.memory_offset))
+                name = self.memory.get((t.allocation.memory_id, t.allocation.memory_offset))
                 if name is not None:
                     return [name]
             return []
@@ -133,135 +150,136 @@ def plan_graph(program: "Program", plan: "ExecutionPlan") -> Graph:
             out: list[str] = []
             for item in v.val or ():
                 # only tensor items: a damaged file could make two lists contain each other
-                if 0 <= item < nvalues and values[item].kind == "tensor":
-                    out.extend(n for n in source(item) if n not in out)
+                if 0 <= item < self.nvalues and self.values[item].kind == "tensor":
+                    out.extend(n for n in self.source(item) if n not in out)
             return out
         return []
 
-    def unwritten_tensorish(vid: int) -> bool:
-        return (0 <= vid < nvalues and vid not in producer and values[vid].kind in _TENSORISH
-                and not is_const(vid))
+    def add_param(self, vid: int, t: "TensorValue") -> str:
+        """Add the ``param`` node of constant value ``vid`` (just before its first reader)."""
+        attrs: dict[str, Any] = {"value_id": vid, "data_buffer_idx": t.data_buffer_idx}
+        if 0 <= t.data_buffer_idx < len(self.const_sizes):
+            attrs["nbytes"] = self.const_sizes[t.data_buffer_idx]
+        if t.fully_qualified_name:
+            attrs["fqn"] = t.fully_qualified_name
+        node = self.g.add(Node(self.g.unique_name(f"const_{vid}"), kind="param", category="param",
+                               outputs=_meta(self.values, vid), attrs=attrs))
+        self.producer[vid] = node.name
+        return node.name
 
-    def trailing_unwritten(args: tuple[int, ...]) -> tuple[list[int], list[int]]:
-        k = len(args)
-        while k > 0 and unwritten_tensorish(args[k - 1]):
-            k -= 1
-        if k == len(args) and args:  # nothing new: an in-place update of the last argument
-            k -= 1
-        return list(args[:k]), list(dict.fromkeys(args[k:]))
-
-    def split_kernel(args: tuple[int, ...]) -> tuple[list[int], list[int]]:
-        """(input ids, output ids) of a kernel call: the return values repeat the out arguments."""
-        n = len(args)
-        if n >= 2:
-            last = args[-1]
-            v = values[last] if 0 <= last < nvalues else None
-            if v is not None and v.kind == "tensor_list" and v.val and set(v.val) <= set(args[:-1]):
-                items = set(v.val)
-                return [a for a in args[:-1] if a not in items], list(v.val) + [last]
-            for k in range(1, n // 2 + 1):
-                if args[n - k:] == args[n - 2 * k:n - k]:
-                    return list(args[:n - 2 * k]), list(dict.fromkeys(args[n - k:]))
-        return trailing_unwritten(args)
-
-    def split_delegate(args: tuple[int, ...], di: int | None) -> tuple[list[int], list[int]]:
-        """(input ids, output ids) of a delegate call: inputs then outputs."""
-        if di is not None and 0 <= di < len(plan.delegates):
-            x = plan.delegates[di].xnnpack
-            if x is not None and x.output_ids and len(x.input_ids) + len(x.output_ids) == len(args):
-                k = len(args) - len(x.output_ids)
-                return list(args[:k]), list(args[k:])
-        return trailing_unwritten(args)
-
-    def mark_written(node_name: str, outs: list[int]) -> None:
+    def mark_written(self, node_name: str, outs: list[int]) -> None:
+        values, nvalues, producer = self.values, self.nvalues, self.producer
         for vid in outs:
             producer[vid] = node_name
             if not 0 <= vid < nvalues:
                 continue
             v = values[vid]
             if v.kind == "tensor" and v.val.allocation is not None:
-                memory[(v.val.allocation.memory_id, v.val.allocation.memory_offset)] = node_name
+                self.memory[(v.val.allocation.memory_id, v.val.allocation.memory_offset)] = node_name
             elif v.kind in ("tensor_list", "optional_tensor_list"):
                 for item in v.val or ():
                     if 0 <= item < nvalues and values[item].kind == "tensor":
-                        mark_written(node_name, [item])
+                        self.mark_written(node_name, [item])
 
-    counts: Counter = Counter()
-    # operator index -> (qualified, target, name base, category), computed once per operator
-    op_names: dict[int | None, tuple[str, str, str, str]] = {}
-    for ci, chain in enumerate(plan.chains):
-        # ``instruction`` is the index within its chain, as ETDump's ``instruction_id`` counts.
-        for index, ins_ in enumerate(chain.instructions):
-            counts[ins_.kind] += 1
-            if ins_.kind == "KernelCall" or ins_.kind == "DelegateCall":
-                if ins_.kind == "KernelCall":
-                    in_ids, out_ids = split_kernel(ins_.args)
-                else:
-                    in_ids, out_ids = split_delegate(ins_.args, ins_.delegate_index)
-                inputs: list[str] = []
-                for vid in in_ids:
-                    name = producer.get(vid)
-                    if name is not None:
-                        inputs.append(name)
-                    elif 0 <= vid < nvalues and values[vid].kind in _TENSORISH:
-                        inputs.extend(source(vid))
-                outputs: list[TensorMeta] = []
-                listed = set(out_ids)
-                for vid in out_ids:
-                    v = values[vid] if 0 <= vid < nvalues else None
-                    # a returned tensor list whose items are listed already adds nothing new
-                    if v is not None and v.kind in _TENSORISH[1:] and v.val and set(v.val) <= listed:
-                        continue
-                    outputs.extend(_meta(values, vid))
-                attrs: dict[str, Any] = {"instruction": index, "chain": ci, "args": list(ins_.args),
-                                         "inputs": in_ids, "outputs": out_ids}
-                if ins_.kind == "KernelCall":
-                    oi = ins_.op_index
-                    spelled = op_names.get(oi)
-                    if spelled is None:
-                        if oi is not None and 0 <= oi < len(plan.operators):
-                            op = plan.operators[oi]
-                            qualified, target = op.qualified, op.readable
-                        else:
-                            qualified = target = f"<bad operator index {oi}>"
-                        spelled = op_names[oi] = (qualified, target, _op_base(qualified),
-                                                  categorize(target, "op"))
-                    qualified, target, base, category = spelled
-                    attrs["operator"] = qualified
-                    attrs["op_index"] = oi
-                    node = Node(fresh(base), kind="op", target=target, category=category, inputs=inputs,
-                                outputs=outputs, attrs=attrs)
-                else:
-                    di = ins_.delegate_index
-                    attrs["delegate_index"] = di
-                    if di is not None and 0 <= di < len(plan.delegates):
-                        info = delegate_info(program, plan, di)
-                        d = plan.delegates[di]
-                        attrs["location"] = d.location
-                        if d.xnnpack is not None:
-                            attrs["xnnpack"] = d.xnnpack.attrs()
-                        elif d.decode_error:
-                            attrs["decode_error"] = d.decode_error
-                    else:
-                        info = DelegateInfo(backend_id=f"<bad delegate index {di}>", index=di)
-                    node = Node(fresh(f"delegate_{di}"), kind="delegate",
-                                target="executorch_call_delegate", inputs=inputs, outputs=outputs,
-                                delegate=info, attrs=attrs)
-                g.add(node)
-                mark_written(node.name, out_ids)
-            elif ins_.kind == "MoveCall":
-                src = producer.get(ins_.move_from) if ins_.move_from is not None else None
-                if src is not None and ins_.move_to is not None:
-                    producer[ins_.move_to] = src
-    out_inputs: list[str] = []
-    for vid in plan.outputs:
-        out_inputs.extend(source(vid))
-    g.add(Node(fresh("output"), kind="output", inputs=out_inputs,
-               outputs=[m for vid in plan.outputs for m in _meta(values, vid)],
-               attrs={"value_ids": list(plan.outputs)}))
-    g.meta["instructions"] = dict(counts)
-    g.meta["num_values"] = nvalues
-    return g
+    # -- which arguments a call writes --------------------------------------------------------
+    def unwritten_tensorish(self, vid: int) -> bool:
+        return (0 <= vid < self.nvalues and vid not in self.producer and self.values[vid].kind in _TENSORISH
+                and not self.is_const(vid))
+
+    def trailing_unwritten(self, args: tuple[int, ...]) -> tuple[list[int], list[int]]:
+        k = len(args)
+        unwritten = self.unwritten_tensorish
+        while k > 0 and unwritten(args[k - 1]):
+            k -= 1
+        if k == len(args) and args:  # nothing new: an in-place update of the last argument
+            k -= 1
+        return list(args[:k]), list(dict.fromkeys(args[k:]))
+
+    def split_kernel(self, args: tuple[int, ...]) -> tuple[list[int], list[int]]:
+        """(input ids, output ids) of a kernel call: the return values repeat the out arguments."""
+        n = len(args)
+        if n >= 2:
+            last = args[-1]
+            v = self.values[last] if 0 <= last < self.nvalues else None
+            if v is not None and v.kind == "tensor_list" and v.val and set(v.val) <= set(args[:-1]):
+                items = set(v.val)
+                return [a for a in args[:-1] if a not in items], list(v.val) + [last]
+            for k in range(1, n // 2 + 1):
+                if args[n - k:] == args[n - 2 * k:n - k]:
+                    return list(args[:n - 2 * k]), list(dict.fromkeys(args[n - k:]))
+        return self.trailing_unwritten(args)
+
+    def split_delegate(self, args: tuple[int, ...], di: int | None) -> tuple[list[int], list[int]]:
+        """(input ids, output ids) of a delegate call: inputs then outputs."""
+        if di is not None and 0 <= di < len(self.plan.delegates):
+            x = self.plan.delegates[di].xnnpack
+            if x is not None and x.output_ids and len(x.input_ids) + len(x.output_ids) == len(args):
+                k = len(args) - len(x.output_ids)
+                return list(args[:k]), list(args[k:])
+        return self.trailing_unwritten(args)
+
+    # -- nodes ----------------------------------------------------------------------------
+    def call(self, ci: int, index: int, ins: "Instruction") -> None:
+        """Add the node of kernel or delegate call ``ins`` (instruction ``index`` of chain ``ci``)."""
+        kernel = ins.kind == "KernelCall"
+        in_ids, out_ids = self.split_kernel(ins.args) if kernel else self.split_delegate(ins.args,
+                                                                                            ins.delegate_index)
+        values, nvalues, producer = self.values, self.nvalues, self.producer
+        inputs: list[str] = []
+        for vid in in_ids:
+            name = producer.get(vid)
+            if name is not None:
+                inputs.append(name)
+            elif 0 <= vid < nvalues and values[vid].kind in _TENSORISH:
+                inputs.extend(self.source(vid))
+        outputs: list[TensorMeta] = []
+        listed = set(out_ids)
+        for vid in out_ids:
+            v = values[vid] if 0 <= vid < nvalues else None
+            # a returned tensor list whose items are listed already adds nothing new
+            if v is not None and v.kind in _TENSORISH[1:] and v.val and set(v.val) <= listed:
+                continue
+            outputs.extend(_meta(values, vid))
+        attrs: dict[str, Any] = {"instruction": index, "chain": ci, "args": list(ins.args),
+                                 "inputs": in_ids, "outputs": out_ids}
+        node = self.kernel_node(ins, inputs, outputs, attrs) if kernel else \
+            self.delegate_node(ins, inputs, outputs, attrs)
+        self.g.add(node)
+        self.mark_written(node.name, out_ids)
+
+    def kernel_node(self, ins: "Instruction", inputs: list[str], outputs: list[TensorMeta],
+                    attrs: dict[str, Any]) -> Node:
+        oi = ins.op_index
+        spelled = self.op_names.get(oi)
+        if spelled is None:
+            operators = self.plan.operators
+            if oi is not None and 0 <= oi < len(operators):
+                qualified, target = operators[oi].qualified, operators[oi].readable
+            else:
+                qualified = target = f"<bad operator index {oi}>"
+            spelled = self.op_names[oi] = (qualified, target, _op_base(qualified), categorize(target, "op"))
+        qualified, target, base, category = spelled
+        attrs["operator"] = qualified
+        attrs["op_index"] = oi
+        return Node(self.g.unique_name(base), kind="op", target=target, category=category, inputs=inputs,
+                    outputs=outputs, attrs=attrs)
+
+    def delegate_node(self, ins: "Instruction", inputs: list[str], outputs: list[TensorMeta],
+                      attrs: dict[str, Any]) -> Node:
+        di = ins.delegate_index
+        attrs["delegate_index"] = di
+        if di is not None and 0 <= di < len(self.plan.delegates):
+            info = delegate_info(self.program, self.plan, di)
+            d = self.plan.delegates[di]
+            attrs["location"] = d.location
+            if d.xnnpack is not None:
+                attrs["xnnpack"] = d.xnnpack.attrs()
+            elif d.decode_error:
+                attrs["decode_error"] = d.decode_error
+        else:
+            info = DelegateInfo(backend_id=f"<bad delegate index {di}>", index=di)
+        return Node(self.g.unique_name(f"delegate_{di}"), kind="delegate", target="executorch_call_delegate",
+                    inputs=inputs, outputs=outputs, delegate=info, attrs=attrs)
 
 
 def _delegate_summary(program: "Program", plan: "ExecutionPlan", i: int) -> dict[str, Any]:

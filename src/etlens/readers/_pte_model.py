@@ -14,16 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..schema import SCALAR_TYPES, dtype_name
+
 __all__ = ["SCALAR_TYPES", "ExtendedHeader", "AllocationInfo", "TensorValue", "Value", "Operator", "Instruction",
            "Frame", "Chain", "CompileSpec", "Delegate", "DataSegment", "NamedData", "ExecutionPlan", "Program"]
-
-#: ExecuTorch ScalarType enum value -> torch dtype name (``6`` -> ``float32``).
-SCALAR_TYPES: dict[int, str] = {
-    0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32", 7: "float64",
-    8: "complex32", 9: "complex64", 10: "complex128", 11: "bool", 12: "qint8", 13: "quint8", 14: "qint32",
-    15: "bfloat16", 16: "quint4x2", 17: "quint2x4", 22: "bits16", 23: "float8_e5m2", 24: "float8_e4m3fn",
-    25: "float8_e5m2fnuz", 26: "float8_e4m3fnuz", 27: "uint16", 28: "uint32", 29: "uint64",
-}
 
 # ---------------------------------------------------------------------------------------------
 # The parsed structure
@@ -68,7 +62,7 @@ class TensorValue:
 
     @property
     def dtype(self) -> str:
-        return SCALAR_TYPES.get(self.scalar_type, f"scalar_type_{self.scalar_type}")
+        return dtype_name(self.scalar_type)
 
     @property
     def is_constant(self) -> bool:

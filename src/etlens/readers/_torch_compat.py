@@ -80,7 +80,7 @@ def _memory_format_for(dim_order: list[int] | None) -> int | None:
     raise ValueError(f"dim_order {dim_order} has no torch memory_format")
 
 
-def _rewrite_node(node: dict) -> str | None:
+def _rewrite_node(node: dict[str, Any]) -> str | None:
     """Rewrite one serialized node's target in place; return the readable stored name if replaced."""
     target = node.get("target")
     if not isinstance(target, str) or not target.startswith(EDGE_PREFIX):
@@ -109,12 +109,12 @@ def _rewrite_node(node: dict) -> str | None:
     return readable
 
 
-def _graphs_of(doc: dict) -> list[dict]:
+def _graphs_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
     graph = doc.get("graph_module", {}).get("graph", {})
     return [graph]
 
 
-def rewrite_edge_targets(doc: dict) -> dict[str, str]:
+def rewrite_edge_targets(doc: dict[str, Any]) -> dict[str, str]:
     """Rewrite every edge-dialect target of a serialized program (in place).
 
     Returns ``{node name: stored readable target}`` for the nodes whose operator was replaced by a
@@ -129,7 +129,7 @@ def rewrite_edge_targets(doc: dict) -> dict[str, str]:
     return replaced
 
 
-def has_delegate_calls(doc: dict) -> bool:
+def has_delegate_calls(doc: dict[str, Any]) -> bool:
     """Whether a serialized program calls a lowered backend module."""
     return any(n.get("target") == _DELEGATE_TARGET
                for g in _graphs_of(doc) for n in g.get("nodes", []))
@@ -202,7 +202,7 @@ def _converter(cls: Any, schema: Any) -> Any:  # noqa: C901 - one branch per kin
 
             return optional
         return _identity
-    if isinstance(cls, type) and issubclass(cls, _Union):
+    if isinstance(cls, type) and issubclass(cls, _Union):  # type: ignore[arg-type]  # set when torch is there
         hints = typing.get_type_hints(cls, globalns=vars(schema))
         names = tuple(f.name for f in dataclasses.fields(cls))
         setattr_ = object.__setattr__
@@ -213,7 +213,7 @@ def _converter(cls: Any, schema: Any) -> Any:  # noqa: C901 - one branch per kin
             (key, value), = data.items()
             if key not in hints:
                 raise ValueError(f"{cls.__name__}: unknown member {key!r}")
-            obj = object.__new__(cls)
+            obj: Any = object.__new__(cls)
             for n in names:
                 setattr_(obj, n, None)
             setattr_(obj, key, _converter(hints[key], schema)(value))
@@ -258,12 +258,12 @@ def _converter(cls: Any, schema: Any) -> Any:  # noqa: C901 - one branch per kin
     return _identity
 
 
-def _node_meta_by_name(doc: dict) -> dict[str, dict]:
+def _node_meta_by_name(doc: dict[str, Any]) -> dict[str, dict]:
     return {str(n.get("name")): n.get("metadata") or {}
             for g in _graphs_of(doc) for n in g.get("nodes", [])}
 
 
-def _drop_unknown_verifiers(doc: dict) -> None:
+def _drop_unknown_verifiers(doc: dict[str, Any]) -> None:
     """Keep only torch's own verifiers (``ATEN``, ``TRAINING``).
 
     Edge programs name ExecuTorch's ``EDGE`` verifier. Once the targets are rewritten the program
@@ -276,7 +276,7 @@ def _drop_unknown_verifiers(doc: dict) -> None:
         doc["dialect"] = "ATEN"
 
 
-def deserialize_program(doc: dict, state_dict: Any, constants: Any, example_inputs: Any) -> Any:
+def deserialize_program(doc: dict[str, Any], state_dict: Any, constants: Any, example_inputs: Any) -> Any:
     """Rebuild a runnable ``ExportedProgram`` from a serialized program with torch's deserializer.
 
     ``doc`` is the parsed program JSON (it is modified: edge targets are rewritten); the other

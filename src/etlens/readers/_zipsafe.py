@@ -30,7 +30,7 @@ class SafeZip:
             if "ETRECORD_V0" in z: data = z.read("debug_handle_map")
     """
 
-    def __init__(self, path: str | os.PathLike, what: str = "archive", hint: str = "") -> None:
+    def __init__(self, path: str | os.PathLike[str], what: str = "archive", hint: str = "") -> None:
         self.path = os.fspath(path)
         self.what = what
         self.hint = hint
@@ -98,7 +98,8 @@ class SafeZip:
             with self._zip.open(info) as f:
                 data = f.read(declared + 1)
         except (zipfile.BadZipFile, EOFError) as exc:
-            raise TruncatedFileError(f"{self.path}: entry {name!r} is truncated or corrupt ({exc}){self._hint()}") from exc
+            raise TruncatedFileError(
+                f"{self.path}: entry {name!r} is truncated or corrupt ({exc}){self._hint()}") from exc
         except (OSError, ValueError, RuntimeError, NotImplementedError) as exc:
             raise FormatError(f"{self.path}: entry {name!r} cannot be read ({exc}){self._hint()}") from exc
         if len(data) != declared:

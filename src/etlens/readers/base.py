@@ -12,7 +12,7 @@ ETRecord …) and offers the format-free view the rest of etlens uses:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from .._files import file_errors, read_limited
 from ..model import Graph

@@ -35,6 +35,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError, MissingDataError, TruncatedFileError
+from ..schema import ETDUMP_VALUE_TYPES, ScalarTypeInfo
+from ..schema import SCALAR_TYPES as _ALL_SCALAR_TYPES
+from ..schema import etdump_fbs as efb
+from ..schema.etdump_fbs import ValueType
 from ._etdump_fb import FB
 from .base import file_errors
 from .base import Artifact
@@ -48,37 +52,23 @@ __all__ = [
 PROFILE, ALLOCATION, DEBUG, EMPTY = 0, 1, 2, 3
 KIND_NAMES = {PROFILE: "profile", ALLOCATION: "allocation", DEBUG: "debug", EMPTY: "empty"}
 
-#: ``etdump.ValueType`` enum
-VALUE_TYPES = ["Null", "Int", "Bool", "Float", "Double", "Tensor", "TensorList", "String"]
-V_NULL, V_INT, V_BOOL, V_FLOAT, V_DOUBLE, V_TENSOR, V_TENSOR_LIST, V_STRING = range(8)
+#: ``etdump.ValueType`` names by value (``VALUE_TYPES[5] == "Tensor"``), from :mod:`etlens.schema`.
+VALUE_TYPES = list(ETDUMP_VALUE_TYPES)
+V_NULL, V_INT, V_BOOL, V_FLOAT = ValueType.Null, ValueType.Int, ValueType.Bool, ValueType.Float
+V_DOUBLE = ValueType.Double
+V_TENSOR, V_TENSOR_LIST, V_STRING = ValueType.Tensor, ValueType.TensorList, ValueType.String
 
-#: ``executorch_flatbuffer.ScalarType`` code -> (name, numpy storage dtype, torch dtype name).
-#: The numpy dtype is how the bytes are read; the torch dtype is what the tensor is viewed as
-#: (bf16 and float8 have no numpy dtype, so they are read as raw ints and reinterpreted).
-SCALAR_TYPES: dict[int, tuple[str, str, str]] = {
-    0: ("BYTE", "u1", "uint8"),
-    1: ("CHAR", "i1", "int8"),
-    2: ("SHORT", "<i2", "int16"),
-    3: ("INT", "<i4", "int32"),
-    4: ("LONG", "<i8", "int64"),
-    5: ("HALF", "<f2", "float16"),
-    6: ("FLOAT", "<f4", "float32"),
-    7: ("DOUBLE", "<f8", "float64"),
-    11: ("BOOL", "?", "bool"),
-    12: ("QINT8", "i1", "int8"),       # quantized storage: the integer representation
-    13: ("QUINT8", "u1", "uint8"),
-    14: ("QINT32", "<i4", "int32"),
-    15: ("BFLOAT16", "<i2", "bfloat16"),
-    16: ("QUINT4X2", "u1", "uint8"),   # packed nibbles, left packed
-    17: ("QUINT2X4", "u1", "uint8"),
-    22: ("BITS16", "<u2", "uint16"),
-    23: ("FLOAT8E5M2", "u1", "float8_e5m2"),
-    24: ("FLOAT8E4M3FN", "u1", "float8_e4m3fn"),
-    25: ("FLOAT8E5M2FNUZ", "u1", "float8_e5m2fnuz"),
-    26: ("FLOAT8E4M3FNUZ", "u1", "float8_e4m3fnuz"),
-    27: ("UINT16", "<u2", "uint16"),
-    28: ("UINT32", "<u4", "uint32"),
-    29: ("UINT64", "<u8", "uint64"),
+#: ScalarType code -> :class:`etlens.schema.ScalarTypeInfo` ``(name, storage, view, dtype, itemsize)``: the
+#: numpy ``storage`` dtype is how the bytes are read, the torch ``view`` dtype what the tensor is viewed as
+#: (bf16 and float8 have no numpy dtype, so they are read as raw ints and reinterpreted). Only the codes a
+#: debug buffer can hold (those with a storage dtype).
+SCALAR_TYPES: dict[int, ScalarTypeInfo] = {code: info for code, info in _ALL_SCALAR_TYPES.items() if info.storage}
+
+TS = efb.Tensor
+#: ValueType of a scalar -> (``Value`` field holding its table, that table's value field).
+_SCALAR_MEMBERS = {
+    V_INT: (efb.Value.int_value, efb.Int.int_val), V_BOOL: (efb.Value.bool_value, efb.Bool.bool_val),
+    V_FLOAT: (efb.Value.float_value, efb.Float.float_val), V_DOUBLE: (efb.Value.double_value, efb.Double.double_val),
 }
 
 
@@ -100,7 +90,7 @@ class TensorRef:
         spec = SCALAR_TYPES.get(self.scalar_type)
         if spec is None:
             return 0
-        return int(np.prod(self.sizes, dtype=np.int64)) * np.dtype(spec[1]).itemsize
+        return int(np.prod(self.sizes, dtype=np.int64)) * spec.itemsize
 
 
 @dataclass(eq=False)
@@ -168,10 +158,10 @@ class DebugBuffer:
     tensor only.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, data: bytes | None = None):
+    def __init__(self, path: str | os.PathLike[str] | None = None, data: bytes | None = None):
         self.path = os.fspath(path) if path is not None else "<debug buffer>"
         if data is not None:
-            self._data = data
+            self._data: bytes | mmap.mmap = data
         else:
             try:
                 size = os.path.getsize(self.path)
@@ -183,20 +173,21 @@ class DebugBuffer:
             except IsADirectoryError as exc:
                 raise MissingDataError(f"{self.path}: is a directory, expected the debug buffer file") from exc
         self.size = len(self._data)
+        self._quiet = False  # set once a tensor went through _from_readonly (torch warns once)
 
     def array(self, ref: TensorRef) -> np.ndarray:
         """The tensor's bytes as a numpy array (storage dtype), bounds-checked, zero-copy."""
         spec, count, _ = self._locate(ref.scalar_type, ref.sizes, ref.offset)
-        dt = np.dtype(spec[1])
+        dt = np.dtype(spec.storage)
         if count == 0:
             return np.zeros(0, dtype=dt).reshape(ref.sizes)
         return np.frombuffer(self._data, dtype=dt, count=count, offset=ref.offset).reshape(ref.sizes)
 
-    def tensor(self, ref: TensorRef):
+    def tensor(self, ref: TensorRef) -> Any:
         """A ``torch.Tensor`` (read-only view of the mapped file; bf16/float8 reinterpreted)."""
         return self.tensor_at(ref.scalar_type, ref.sizes, ref.offset)
 
-    def _locate(self, scalar_type: int, sizes: tuple, offset: int) -> tuple[tuple, int, int]:
+    def _locate(self, scalar_type: int, sizes: tuple[Any, ...], offset: int) -> tuple[ScalarTypeInfo, int, int]:
         """``(scalar type spec, element count, end byte)`` of a tensor, or :class:`FormatError`."""
         spec = SCALAR_TYPES.get(scalar_type)
         if spec is None:
@@ -207,11 +198,11 @@ class DebugBuffer:
         end = offset + count * _ITEMSIZE[scalar_type]
         if count and (offset < 0 or end > self.size):
             raise FormatError(
-                f"{self.path}: tensor of {count} x {spec[0]} at offset {offset} ends at byte {end}, "
+                f"{self.path}: tensor of {count} x {spec.name} at offset {offset} ends at byte {end}, "
                 f"past the {self.size}-byte debug buffer (wrong or truncated debug buffer)")
         return spec, count, end
 
-    def tensor_at(self, scalar_type: int, sizes: tuple, offset: int):
+    def tensor_at(self, scalar_type: int, sizes: tuple[Any, ...], offset: int) -> Any:
         """The tensor of ``sizes`` x ``scalar_type`` at byte ``offset``: a zero-copy ``torch.Tensor``
         whose storage is exactly its own bytes (so pickling or copying one tensor never drags the
         whole mapped buffer along)."""
@@ -221,36 +212,32 @@ class DebugBuffer:
         target = _torch_dtype(spec)
         if count == 0:
             return torch.zeros(sizes, dtype=target)
-        arr = np.frombuffer(self._data, dtype=spec[1], count=count, offset=offset).reshape(sizes)
-        t = _from_readonly(torch, arr)
+        arr = np.frombuffer(self._data, dtype=spec.storage, count=count, offset=offset).reshape(sizes)
+        t = _from_readonly(torch, arr, self._quiet)
+        self._quiet = True
         return t.view(target) if t.dtype != target else t
 
 
-_readonly_warned = False
-
-
-def _from_readonly(torch, arr: np.ndarray):
+def _from_readonly(torch: Any, arr: np.ndarray, quiet: bool) -> Any:
     """``torch.from_numpy`` on a read-only (memory-mapped) array, without torch's "not writable"
-    warning: we never write through these tensors. torch emits that warning once per process, so
-    only the first call needs the (comparatively costly, ~7 µs) ``catch_warnings`` context."""
-    global _readonly_warned
-    if _readonly_warned or arr.flags.writeable:
+    warning: we never write through these tensors. torch emits that warning once per process, so a
+    caller that has already passed one array through here (``quiet``) skips the comparatively costly
+    (~7 µs) ``catch_warnings`` context."""
+    if quiet or arr.flags.writeable:
         return torch.from_numpy(arr)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        t = torch.from_numpy(arr)
-    _readonly_warned = True
-    return t
+        return torch.from_numpy(arr)
 
 
-def _torch_dtype(spec):
+def _torch_dtype(spec: ScalarTypeInfo) -> Any:
     import torch
 
-    return getattr(torch, spec[2])
+    return getattr(torch, spec.view)
 
 
 #: element size in bytes of each scalar type code (for bounds checks without building dtypes)
-_ITEMSIZE = {code: np.dtype(spec[1]).itemsize for code, spec in SCALAR_TYPES.items()}
+_ITEMSIZE = {code: spec.itemsize for code, spec in SCALAR_TYPES.items()}
 
 
 @dataclass(eq=False)
@@ -282,12 +269,12 @@ class ETDump:
                 run.ndim[i])
         else:
             t = np.array([tensor_pos], dtype=np.int64)
-            st = int(fb.scalar(t, 0, "i8", 0, "Tensor")[0])
-            off = int(fb.scalar(t, 3, "i64", 0, "Tensor")[0])
-            sp, nd = _vec_span(fb, int(fb.ref(t, 1, "Tensor")[0]), 8, "Tensor.sizes")
+            st = int(fb.get(t, TS.scalar_type)[0])
+            off = int(fb.get(t, TS.offset)[0])
+            sp, nd = _vec_span(fb, int(fb.target(t, TS.sizes)[0]), 8, TS.sizes.path)
         sizes = tuple(np.frombuffer(fb.data, "<i8", count=nd, offset=sp).tolist()) if nd else ()
         t = np.array([tensor_pos], dtype=np.int64)
-        stp, snd = _vec_span(fb, int(fb.ref(t, 2, "Tensor")[0]), 8, "Tensor.strides")
+        stp, snd = _vec_span(fb, int(fb.target(t, TS.strides)[0]), 8, TS.strides.path)
         strides = tuple(np.frombuffer(fb.data, "<i8", count=snd, offset=stp).tolist()) if snd else ()
         return TensorRef(st, sizes, strides, off)
 
@@ -307,33 +294,27 @@ class ETDump:
                 raise FormatError(f"{self.path}: run {run} event {i}: Tensor value without a tensor table")
             return vt, self.tensor_ref(tp, r, i)
         if vt == V_TENSOR_LIST:
-            tl = int(fb.ref(v, 2, "Value")[0])
+            tl = int(fb.target(v, efb.Value.tensor_list)[0])
             if not tl:
                 return vt, []
-            vec = int(fb.ref(np.array([tl]), 0, "TensorList")[0])
+            vec = int(fb.target(np.array([tl]), efb.TensorList.tensors)[0])
             if not vec:
                 return vt, []
-            tabs = fb.vector_tables(vec, "TensorList.tensors")
+            tabs = fb.vector_tables(vec, efb.TensorList.tensors.path)
             return vt, [self.tensor_ref(int(p)) for p in tabs]
-        field_idx, kind = {V_INT: (3, "i64"), V_BOOL: (6, "u8"), V_FLOAT: (4, "f4"), V_DOUBLE: (5, "f8")}.get(
-            vt, (None, None))
-        if field_idx is None:
+        member = _SCALAR_MEMBERS.get(vt)
+        if member is None:
             return vt, None
-        sub = int(fb.ref(v, field_idx, "Value")[0])
+        holder, inner = member
+        sub = int(fb.target(v, holder)[0])
         if not sub:
             return vt, None
-        s = np.array([sub], dtype=np.int64)
-        if kind == "f4" or kind == "f8":
-            fo = int(fb.field_offset(s, 0, "Value scalar")[0])
-            if not fo:
-                return vt, 0.0
-            width = 4 if kind == "f4" else 8
-            fb.check(np.array([sub + fo]), width, "Value scalar")
-            return vt, float(np.frombuffer(fb.data, "<f4" if width == 4 else "<f8", count=1, offset=sub + fo)[0])
-        val = fb.scalar(s, 0, kind, 0, "Value scalar")[0]
+        val = fb.get(np.array([sub], dtype=np.int64), inner)[0]
+        if vt == V_FLOAT or vt == V_DOUBLE:
+            return vt, float(val)
         return vt, bool(val) if vt == V_BOOL else int(val)
 
-    def debug_value(self, run: int, i: int, buffer: DebugBuffer | None):
+    def debug_value(self, run: int, i: int, buffer: DebugBuffer | None) -> Any:
         """Debug event ``i`` of run ``run`` inflated as ExecuTorch does: tensors become
         ``torch.Tensor`` (zeros of the right shape when there is no buffer), lists of tensors a
         list, scalars Python values."""
@@ -355,7 +336,7 @@ class ETDump:
         return None
 
 
-def _inflate_tensor(scalar_type: int, sizes: tuple, offset: int, buffer: DebugBuffer | None):
+def _inflate_tensor(scalar_type: int, sizes: tuple[Any, ...], offset: int, buffer: DebugBuffer | None) -> Any:
     if buffer is not None:
         return buffer.tensor_at(scalar_type, sizes, offset)
     import torch
@@ -376,7 +357,7 @@ def _inflate_tensor(scalar_type: int, sizes: tuple, offset: int, buffer: DebugBu
 _MAX_ZEROS_BYTES = 1 << 30
 
 
-def _implausible(sizes: tuple) -> bool:
+def _implausible(sizes: tuple[Any, ...]) -> bool:
     """Negative dims, or more than 2^40 elements even ignoring zero dims (no real tensor has that;
     numpy/torch overflow computing the storage of e.g. ``[2**62, 0]``)."""
     return any(d < 0 for d in sizes) or math.prod(d for d in sizes if d) > (1 << 40)
@@ -390,7 +371,7 @@ def _vec_span(fb: FB, vec_pos: int, elem: int, what: str) -> tuple[int, int]:
     return start, n
 
 
-def _open_bytes(path: str):
+def _open_bytes(path: str) -> bytes | mmap.mmap:
     with file_errors(path, "an .etdp file"):
         size = os.path.getsize(path)
         with open(path, "rb") as f:
@@ -399,12 +380,13 @@ def _open_bytes(path: str):
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def read_etdump(source: str | os.PathLike | bytes | bytearray | memoryview, *, path: str | None = None) -> ETDump:
+def read_etdump(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *, path: str | None = None) -> ETDump:
     """Parse an ETDump from a path (memory-mapped) or bytes into columnar :class:`RunEvents`.
 
     Raises :class:`FormatError` for a wrong identifier or corrupt offsets and
     :class:`TruncatedFileError` when the file ends before what it declares.
     """
+    data: bytes | bytearray | mmap.mmap
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source) if isinstance(source, memoryview) else source
         path = path or "<etdump bytes>"
@@ -415,14 +397,14 @@ def read_etdump(source: str | os.PathLike | bytes | bytearray | memoryview, *, p
     if n < 8:
         raise TruncatedFileError(f"{path}: {n} bytes is too short for an ETDump (a FlatBuffer needs at least 12)")
     head = bytes(data[:12])
-    if head[8:12] == b"ED00":
+    if head[8:12] == efb.FILE_IDENTIFIER:
         declared = int.from_bytes(head[:4], "little")
         if declared + 4 > n:
             raise TruncatedFileError(
                 f"{path}: size prefix says {declared + 4} bytes but the file has {n}; the ETDump is truncated "
                 "(copy it again from the device, or rerun and call write_etdump_result_to_file)")
         base = 4
-    elif head[4:8] == b"ED00":
+    elif head[4:8] == efb.FILE_IDENTIFIER:
         base = 0
     else:
         got = head[8:12] if len(head) >= 12 else head[4:8]
@@ -431,19 +413,20 @@ def read_etdump(source: str | os.PathLike | bytes | bytearray | memoryview, *, p
     fb = FB(data, path)
     root = np.array([base + int.from_bytes(head[base:base + 4], "little")], dtype=np.int64)
     fb.check(root, 4, "ETDump root table")
-    version = int(fb.scalar(root, 0, "u32", 0, "ETDump")[0])
-    run_vec = int(fb.ref(root, 1, "ETDump")[0])
+    version = int(fb.get(root, efb.ETDump.version)[0])
+    run_vec = int(fb.target(root, efb.ETDump.run_data)[0])
     strings: list[str] = []
     table: dict[bytes, int] = {}
     runs: list[RunEvents] = []
     if not run_vec:
         return ETDump(version, runs, strings, path, fb)
-    run_tabs = fb.vector_tables(run_vec, "ETDump.run_data")
-    run_names = [fb.string(int(p), "RunData.name") or "" for p in fb.ref(run_tabs, 0, "RunData")]
-    bundled = fb.scalar(run_tabs, 1, "i32", -1, "RunData")
-    alloc_vecs = fb.ref(run_tabs, 2, "RunData")
-    ev_vecs = fb.ref(run_tabs, 3, "RunData")
-    per_run = [fb.vector_tables(int(v), "RunData.events") if v else np.zeros(0, np.int64) for v in ev_vecs]
+    run_tabs = fb.vector_tables(run_vec, efb.ETDump.run_data.path)
+    RD = efb.RunData
+    run_names = [fb.string(int(p), RD.name.path) or "" for p in fb.target(run_tabs, RD.name)]
+    bundled = fb.get(run_tabs, RD.bundled_input_index)
+    alloc_vecs = fb.target(run_tabs, RD.allocators)
+    ev_vecs = fb.target(run_tabs, RD.events)
+    per_run = [fb.vector_tables(int(v), RD.events.path) if v else np.zeros(0, np.int64) for v in ev_vecs]
     counts = [len(p) for p in per_run]
     ev = np.concatenate(per_run) if per_run else np.zeros(0, np.int64)
     cols = _decode_events(fb, ev, table, strings)
@@ -451,25 +434,26 @@ def read_etdump(source: str | os.PathLike | bytes | bytearray | memoryview, *, p
     for r in range(len(run_tabs)):
         allocators = []
         if alloc_vecs[r]:
-            atabs = fb.vector_tables(int(alloc_vecs[r]), "RunData.allocators")
-            allocators = [fb.string(int(p), "Allocator.name") or "" for p in fb.ref(atabs, 0, "Allocator")]
+            atabs = fb.vector_tables(int(alloc_vecs[r]), RD.allocators.path)
+            AL = efb.Allocator.name
+            allocators = [fb.string(int(p), AL.path) or "" for p in fb.target(atabs, AL)]
         sl = slice(int(bounds[r]), int(bounds[r + 1]))
         runs.append(RunEvents(name=run_names[r], bundled_input_index=int(bundled[r]), allocators=allocators,
                               **{k: v[sl] for k, v in cols.items()}))
     return ETDump(version, runs, strings, path, fb)
 
 
-def _decode_events(fb: FB, ev: np.ndarray, table: dict, strings: list) -> dict[str, np.ndarray]:
+def _decode_events(fb: FB, ev: np.ndarray, table: dict[bytes, int], strings: list[str]) -> dict[str, np.ndarray]:
     n = len(ev)
     L = fb.layout(ev, "Event")
-    prof = fb.ref(ev, 0, "Event", L)
-    alloc = fb.ref(ev, 1, "Event", L)
-    dbg = fb.ref(ev, 2, "Event", L)
+    prof = fb.target(ev, efb.Event.profile_event, L)
+    alloc = fb.target(ev, efb.Event.allocation_event, L)
+    dbg = fb.target(ev, efb.Event.debug_event, L)
     kind = np.full(n, EMPTY, dtype=np.uint8)
     kind[dbg != 0] = DEBUG
     kind[alloc != 0] = ALLOCATION
     kind[prof != 0] = PROFILE
-    c = {
+    c: dict[str, np.ndarray] = {
         "kind": kind,
         "name_id": np.full(n, -1, np.int32),
         "chain_index": np.zeros(n, np.int64),
@@ -496,55 +480,57 @@ def _decode_events(fb: FB, ev: np.ndarray, table: dict, strings: list) -> dict[s
     if ip.size:
         P = prof[ip]
         LP = fb.layout(P, "ProfileEvent")
-        c["name_id"][ip] = fb.intern(*fb.string_spans(fb.ref(P, 0, "ProfileEvent", LP), "ProfileEvent.name"), table,
-                                     strings)
-        c["chain_index"][ip] = fb.scalar(P, 1, "i32", 0, "ProfileEvent", LP)
-        c["instruction_id"][ip] = fb.scalar(P, 2, "i32", -1, "ProfileEvent", LP)
-        c["delegate_id_int"][ip] = fb.scalar(P, 3, "i32", -1, "ProfileEvent", LP)
-        c["delegate_id_str"][ip] = fb.intern(*fb.string_spans(fb.ref(P, 4, "ProfileEvent", LP),
-                                                              "ProfileEvent.delegate_debug_id_str"), table, strings)
-        st, ln = fb.string_spans(fb.ref(P, 5, "ProfileEvent", LP), "ProfileEvent.delegate_debug_metadata")
+        PE = efb.ProfileEvent
+        c["name_id"][ip] = fb.intern(*fb.string_spans(fb.target(P, PE.name, LP), PE.name.path), table, strings)
+        c["chain_index"][ip] = fb.get(P, PE.chain_index, LP)
+        c["instruction_id"][ip] = fb.get(P, PE.instruction_id, LP)
+        c["delegate_id_int"][ip] = fb.get(P, PE.delegate_debug_id_int, LP)
+        c["delegate_id_str"][ip] = fb.intern(*fb.string_spans(fb.target(P, PE.delegate_debug_id_str, LP),
+                                                              PE.delegate_debug_id_str.path), table, strings)
+        st, ln = fb.string_spans(fb.target(P, PE.delegate_debug_metadata, LP), PE.delegate_debug_metadata.path)
         c["metadata_pos"][ip], c["metadata_len"][ip] = st, ln
-        c["start_time"][ip] = fb.scalar(P, 6, "u64", 0, "ProfileEvent", LP)
-        c["end_time"][ip] = fb.scalar(P, 7, "u64", 0, "ProfileEvent", LP)
+        c["start_time"][ip] = fb.get(P, PE.start_time, LP)
+        c["end_time"][ip] = fb.get(P, PE.end_time, LP)
     ia = np.flatnonzero(kind == ALLOCATION)
     if ia.size:
         A = alloc[ia]
         LA = fb.layout(A, "AllocationEvent")
-        c["allocator_id"][ia] = fb.scalar(A, 0, "i32", 0, "AllocationEvent", LA)
-        c["allocation_size"][ia] = fb.scalar(A, 1, "u64", 0, "AllocationEvent", LA)
+        c["allocator_id"][ia] = fb.get(A, efb.AllocationEvent.allocator_id, LA)
+        c["allocation_size"][ia] = fb.get(A, efb.AllocationEvent.allocation_size, LA)
     idb = np.flatnonzero(kind == DEBUG)
     if idb.size:
         D = dbg[idb]
         LD = fb.layout(D, "DebugEvent")
-        ch = fb.scalar(D, 0, "u64", 0, "DebugEvent", LD)
+        DE = efb.DebugEvent
+        ch = fb.get(D, DE.chain_index, LD)
         c["chain_index"][idb] = ch.view(np.int64)
         c["chain_unsigned"][idb] = ch >= np.uint64(1 << 63)
-        c["instruction_id"][idb] = fb.scalar(D, 1, "i32", -1, "DebugEvent", LD)
-        c["delegate_id_int"][idb] = fb.scalar(D, 3, "i32", -1, "DebugEvent", LD)
-        c["delegate_id_str"][idb] = fb.intern(*fb.string_spans(fb.ref(D, 4, "DebugEvent", LD),
-                                                               "DebugEvent.delegate_debug_id_str"), table, strings)
-        c["name_id"][idb] = fb.intern(*fb.string_spans(fb.ref(D, 5, "DebugEvent", LD), "DebugEvent.name"), table, strings)
-        V = fb.ref(D, 2, "DebugEvent", LD)
+        c["instruction_id"][idb] = fb.get(D, DE.instruction_id, LD)
+        c["delegate_id_int"][idb] = fb.get(D, DE.delegate_debug_id_int, LD)
+        c["delegate_id_str"][idb] = fb.intern(*fb.string_spans(fb.target(D, DE.delegate_debug_id_str, LD),
+                                                               DE.delegate_debug_id_str.path), table, strings)
+        c["name_id"][idb] = fb.intern(*fb.string_spans(fb.target(D, DE.name, LD), DE.name.path), table, strings)
+        V = fb.target(D, DE.debug_entry, LD)
         c["value_pos"][idb] = V
         hv = V != 0
         if hv.any():
             iv, Vh = idb[hv], V[hv]
             LV = fb.layout(Vh, "Value")
-            c["value_type"][iv] = fb.scalar(Vh, 0, "i8", 0, "Value", LV)
-            out_tab = fb.ref(Vh, 7, "Value", LV)
+            VA = efb.Value
+            c["value_type"][iv] = fb.get(Vh, VA.val, LV)
+            out_tab = fb.target(Vh, VA.output, LV)
             ho = out_tab != 0
             if ho.any():
-                c["is_output"][iv[ho]] = fb.scalar(out_tab[ho], 0, "u8", 0, "Bool") != 0
-            T = fb.ref(Vh, 1, "Value", LV)
+                c["is_output"][iv[ho]] = fb.get(out_tab[ho], efb.Bool.bool_val) != 0
+            T = fb.target(Vh, VA.tensor, LV)
             ht = T != 0
             if ht.any():
                 it, Th = iv[ht], T[ht]
                 LT = fb.layout(Th, "Tensor")
                 c["tensor_pos"][it] = Th
-                c["scalar_type"][it] = fb.scalar(Th, 0, "i8", 0, "Tensor", LT)
-                c["tensor_offset"][it] = fb.scalar(Th, 3, "i64", 0, "Tensor", LT)
-                sv = fb.ref(Th, 1, "Tensor", LT)
+                c["scalar_type"][it] = fb.get(Th, TS.scalar_type, LT)
+                c["tensor_offset"][it] = fb.get(Th, TS.offset, LT)
+                sv = fb.target(Th, TS.sizes, LT)
                 hs = sv != 0
                 if hs.any():
                     nd = fb.u32(sv[hs], "Tensor.sizes length").astype(np.int64)
@@ -585,12 +571,12 @@ class EtdumpArtifact(Artifact):
             "events": sum(len(r) for r in d.runs),
             "events_by_kind": by_kind,
             "allocators": sorted({a for r in d.runs for a in r.allocators}),
-            "time_span": None if t_lo is None else {"start": t_lo, "end": t_hi, "ticks": t_hi - t_lo},
+            "time_span": None if t_lo is None or t_hi is None else {"start": t_lo, "end": t_hi, "ticks": t_hi - t_lo},
             "run_list": runs,
         }
 
 
-def read(path: str | os.PathLike) -> EtdumpArtifact:
+def read(path: str | os.PathLike[str]) -> EtdumpArtifact:
     """Registry entry point: ``etlens.read("run.etdp")``."""
     path = os.fspath(path)
     return EtdumpArtifact(path, read_etdump(path))

@@ -106,7 +106,7 @@ class ETRecord(Artifact):
 
     # -- loading ----------------------------------------------------------------------------
     def _zip(self) -> SafeZip:
-        return SafeZip(self.path, what="ETRecord", hint=_HINT)
+        return SafeZip(self.path, what="ETRecord", hint=_HINT)  # type: ignore[arg-type]  # set by the loaders
 
     def _read_json(self, z: SafeZip, name: str) -> Any:
         data = z.read(name, limit=_MAX_JSON)
@@ -164,7 +164,8 @@ class ETRecord(Artifact):
                 self.debug_handle_map[method] = {int(k): _as_list(v) for k, v in table.items()}
             for method, table in self._raw_maps.get("instruction_id_to_num_outs_map", {}).items():
                 self.instruction_id_to_num_outs_map[method] = {
-                    int(k): (v if isinstance(v, int) else _as_list(v)) for k, v in table.items()}
+                    int(k): (v if isinstance(v, int) else _as_list(v))  # type: ignore[misc]  # ints or lists
+                    for k, v in table.items()}
             for method, table in self._raw_maps.get("delegate_map", {}).items():
                 out: dict[int, dict] = {}
                 for k, v in table.items():
@@ -185,7 +186,7 @@ class ETRecord(Artifact):
                                    f"(stages: {', '.join(self.stages) or 'none'})")
         return entry
 
-    def program_json(self, stage: str) -> dict:
+    def program_json(self, stage: str) -> dict[str, Any]:
         """The stored torch.export-schema JSON of ``stage`` (a fresh dict each call)."""
         entry = self._entry(stage)
         with self._zip() as z:
@@ -239,7 +240,7 @@ class ETRecord(Artifact):
         return self._tensors[name]
 
     @property
-    def representative_inputs(self) -> list | None:
+    def representative_inputs(self) -> list[Any] | None:
         """Inputs recorded for calibration/comparison: a list of input tuples, or ``None``."""
         val = self._optional_tensors("representative_inputs")
         if val is None:
@@ -289,7 +290,7 @@ class ETRecord(Artifact):
         self._programs[stage] = ep
         return ep
 
-    def _executorch_deserialize(self, stage: str, doc: dict, state: Any, consts: Any, inputs: Any,
+    def _executorch_deserialize(self, stage: str, doc: dict[str, Any], state: Any, consts: Any, inputs: Any,
                                 ours_error: Exception | None) -> Any:
         why = (f"torch's deserializer failed: {first_line(ours_error)}" if ours_error
                else "it calls lowered backend modules (executorch_call_delegate)")
@@ -434,7 +435,7 @@ class ETRecord(Artifact):
         return f"ETRecord({self.path!r}, stages={self.stages})"
 
 
-def read(path: str | os.PathLike) -> ETRecord:
+def read(path: str | os.PathLike[str]) -> ETRecord:
     """Open an ETRecord: check the zip, list its stages, load the debug/delegate maps.
 
     Programs, graphs and tensors are loaded lazily on first access. Raises

@@ -38,7 +38,7 @@ class ExportedArtifact(Artifact):
         out = super().summary()
         out["delegates"] = {
             name: [{"backend_id": n.delegate.backend_id, "payload_size": n.delegate.payload_size, "node": n.name}
-                   for n in g.delegates()]
+                   for n in g.delegates() if n.delegate is not None]
             for name, g in self.graphs().items() if g.delegates()}
         return out
 
@@ -68,7 +68,7 @@ def graph_from_graph_module(gm: Any, name: str = "graph_module", *, format: str 
     return graph_from_fx(gm, name, None, {"format": format, "stage": stage or name})
 
 
-def read(path: str | os.PathLike) -> ExportedArtifact:
+def read(path: str | os.PathLike[str]) -> ExportedArtifact:
     """Load a ``.pt2`` written by ``torch.export.save`` and return its graph (named after the file)."""
     path = os.fspath(path)
     if not os.path.exists(path):

@@ -41,6 +41,7 @@ from typing import Any
 
 from ..errors import FormatError, TruncatedFileError
 from ..model import Graph
+from ..schema import program_fbs as pfb
 from ._flatbuffers import FlatBuffer
 from ._pte_decode import decode_plan
 from ._pte_model import (SCALAR_TYPES, AllocationInfo, Chain, CompileSpec, DataSegment, Delegate, ExecutionPlan,
@@ -74,7 +75,7 @@ _HINT = "re-export the program (to_executorch().save()) or copy the file again"
 _EH = struct.Struct("<4sIQQ")
 
 
-def _extended_header(data: bytes | memoryview, name: str) -> ExtendedHeader | None:
+def _extended_header(data: bytes | bytearray | memoryview, name: str) -> ExtendedHeader | None:
     if len(data) < 8 + _EH.size or bytes(data[8:12]) != _EH_MAGIC:
         return None
     magic, length, program_size, base = _EH.unpack_from(data, 8)
@@ -143,30 +144,33 @@ def read_pte_bytes(data: bytes | bytearray | memoryview, name: str = "<bytes>", 
     if not (ident[:2] == b"ET" and ident[2:4].isdigit()):
         raise FormatError(f"{name}: not an ExecuTorch program (identifier {ident!r} at bytes 4-8, expected "
                           f"b'ET12'); pass a .pte written by to_executorch().save()")
-    if ident != b"ET12":
+    if ident != pfb.FILE_IDENTIFIER:
         raise FormatError(f"{name}: ExecuTorch program version {ident.decode()} is not supported (expected ET12); "
                           "re-export it with ExecuTorch 1.x")
     eh = _extended_header(data, name)
     fb = FlatBuffer(data, name, end=eh.program_size if eh else n, what="ExecuTorch program")
     root = fb.root("program")
+    P = pfb.Program
     program = Program(
-        version=root.u32(0),
-        execution_plan=[decode_plan(p) for p in root.tables(1, name="execution_plan")],
+        version=root.get(P.version),
+        execution_plan=[decode_plan(p) for p in root.children(P.execution_plan)],
         extended_header=eh,
         file_size=n,
     )
-    program.constant_buffer_sizes = [b.byte_span(0, name="storage")[1] for b in root.tables(2, name="constant_buffer")]
-    inline_spans = [b.byte_span(0, name="data") for b in root.tables(3, name="backend_delegate_data")]
+    program.constant_buffer_sizes = [b.blob_span(pfb.Buffer.storage)[1] for b in root.children(P.constant_buffer)]
+    inline_spans = [b.blob_span(pfb.BackendDelegateInlineData.data) for b in root.children(P.backend_delegate_data)]
     program.backend_delegate_data_sizes = [s for _, s in inline_spans]
-    program.segments = [DataSegment(s.u64(0), s.u64(1)) for s in root.tables(4, name="segments")]
-    cs = root.table(5, name="constant_segment")
+    program.segments = [DataSegment(s.get(pfb.DataSegment.offset), s.get(pfb.DataSegment.size))
+                        for s in root.children(P.segments)]
+    SO = pfb.SubsegmentOffsets
+    cs = root.child(P.constant_segment)
     if cs is not None:
-        program.constant_segment_index = cs.u32(0)
-        program.constant_segment_offsets = cs.scalars(1, "Q", name="offsets")
-    program.mutable_data_segments = [(m.u32(0), m.scalars(1, "Q", name="offsets"))
-                                     for m in root.tables(6, name="mutable_data_segments")]
-    program.named_data = [NamedData(t.string(0, "", name="key") or "", t.u32(1))
-                          for t in root.tables(7, name="named_data")]
+        program.constant_segment_index = cs.get(SO.segment_index)
+        program.constant_segment_offsets = cs.items(SO.offsets)
+    program.mutable_data_segments = [(m.get(SO.segment_index), m.items(SO.offsets))
+                                     for m in root.children(P.mutable_data_segments)]
+    program.named_data = [NamedData(t.text(pfb.NamedData.key, "") or "", t.get(pfb.NamedData.segment_index))
+                          for t in root.children(P.named_data)]
     _check_segments(program, n, name)
     _resolve_payloads(program, inline_spans, data, name, decode_delegates)
     return PteArtifact(format="pte", path=name, program=program)
@@ -190,7 +194,7 @@ def _check_segments(program: Program, size: int, name: str) -> None:
                               f"but the program has {nseg}; {_HINT}")
 
 
-def read(path: str | os.PathLike) -> "PteArtifact":
+def read(path: str | os.PathLike[str]) -> "PteArtifact":
     """Parse a ``.pte`` file (see :func:`read_pte_bytes`)."""
     path = os.fspath(path)
     return read_pte_bytes(read_limited(path), name=path)

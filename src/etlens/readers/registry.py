@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import MissingDataError, UnsupportedFormatError
+from ..schema.etdump_fbs import FILE_IDENTIFIER as ETDUMP_IDENTIFIER
 from .base import Artifact, file_errors
 
 __all__ = ["ReaderSpec", "READERS", "sniff", "read", "read_object"]
@@ -40,7 +41,8 @@ def _is_pte(head: bytes, path: str) -> bool:
 
 def _is_etdump(head: bytes, path: str) -> bool:
     # size-prefixed flatbuffer: [u32 size][u32 root][ED00]; plain flatbuffer: [u32 root][ED00]
-    return (len(head) >= 12 and head[8:12] == b"ED00") or (len(head) >= 8 and head[4:8] == b"ED00")
+    ident = ETDUMP_IDENTIFIER
+    return (len(head) >= 12 and head[8:12] == ident) or (len(head) >= 8 and head[4:8] == ident)
 
 
 def _is_etrecord(head: bytes, path: str) -> bool:
@@ -75,7 +77,8 @@ class ReaderSpec:
 
     def load(self, path: str) -> Artifact:
         mod, func = self.loader.split(":")
-        return getattr(importlib.import_module(mod), func)(path)
+        fn: Callable[[str], Artifact] = getattr(importlib.import_module(mod), func)
+        return fn(path)
 
 
 #: Order matters: more specific magic tests first.
@@ -104,7 +107,7 @@ def _head(path: str, n: int = 4096) -> bytes:
             raise MissingDataError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
 
 
-def sniff(path: str | os.PathLike) -> ReaderSpec:
+def sniff(path: str | os.PathLike[str]) -> ReaderSpec:
     """The reader for ``path``: by magic bytes, then by extension; raise if none fits."""
     path = os.fspath(path)
     head = _head(path)
@@ -121,7 +124,7 @@ def sniff(path: str | os.PathLike) -> ReaderSpec:
         "(.pte program, .etdp ETDump, .etrecord, .pt2 from torch.export.save, etlens trace JSON)")
 
 
-def read(path: str | os.PathLike) -> Artifact:
+def read(path: str | os.PathLike[str]) -> Artifact:
     """Parse ``path`` with the reader that claims it."""
     return sniff(path).load(os.fspath(path))
 

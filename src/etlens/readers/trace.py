@@ -47,8 +47,8 @@ class TraceArtifact(Artifact):
             "backend": t.backend,
             "created_by": t.created_by,
             "snapshots": len(t.snapshots),
-            "failed": None if failed is None else f"{failed.name}: {failed.error.get('type')}: "
-                                                  f"{failed.error.get('message')}",
+            "failed": None if failed is None else f"{failed.name}: {(failed.error or {}).get('type')}: "
+                                                  f"{(failed.error or {}).get('message')}",
             "stages": {f"{s.index} {s.name}": _stage_line(s) for s in t.snapshots},
         }
 
@@ -69,14 +69,14 @@ def _stage_line(s: Any) -> str:
     return ", ".join(parts)
 
 
-def read(path: str | os.PathLike) -> TraceArtifact:
+def read(path: str | os.PathLike[str]) -> TraceArtifact:
     """Load a pass-trace JSON file written by ``etlens trace`` / ``Trace.save``."""
     path = os.fspath(path)
     trace = Trace.loads(read_limited(path), where=path)
     return TraceArtifact(format="trace", path=path, trace=trace)
 
 
-def read_graph_json(path: str | os.PathLike) -> Artifact:
+def read_graph_json(path: str | os.PathLike[str]) -> Artifact:
     """Load a bare ``etlens.graph`` JSON file (``Graph.to_json()`` written to disk)."""
     path = os.fspath(path)
     try:

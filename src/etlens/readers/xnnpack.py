@@ -24,54 +24,43 @@ Example::
 
 from __future__ import annotations
 
+from typing import Any
+
 import struct
 from dataclasses import dataclass, field
 
 from ..errors import FormatError
 from ..model import Graph, Node, TensorMeta
+from ..schema import XNNPACK_DATATYPES as _XNNPACK_DATATYPES
+from ..schema import XNODE_TYPES as _XNODE_TYPES
+from ..schema import xnnpack_fbs as xfb
+from ..schema.fbs import Field
+from ..schema.xnnpack_fbs import XNodeUnion
 from ._flatbuffers import FlatBuffer, Table
 
 __all__ = ["XNODE_TYPES", "XNNPACK_DATATYPES", "XnnNode", "XnnValue", "XnnpackGraph", "decode_xnnpack",
            "is_xnnpack_backend"]
 
-#: XNodeUnion type tag -> node type name (tag 0 is NONE); order as in the XNNPACK schema.
-XNODE_TYPES: tuple[str, ...] = (
-    "NONE", "XNNAdd", "XNNFullyConnected", "XNNSoftmax", "XNNSigmoid", "XNNStaticTranspose", "XNNClamp",
-    "XNNConv2d", "XNNDiv", "XNNStaticResizeBilinear2D", "XNNStaticConstantPad", "XNNAvgPooling2d",
-    "XNNMinimum", "XNNDepthwiseConv2d", "XNNMaxPooling2d", "XNNMultiply", "XNNSubtract", "XNNFloor",
-    "XNNConvert", "XNNGlobalAvgPooling2d", "XNNStaticReshape", "XNNArgMaxPooling2d", "XNNSquareRoot",
-    "XNNCeiling", "XNNHardswish", "XNNLeakyReLU", "XNNMaximum", "XNNNegate", "XNNSquare", "XNNELU",
-    "XNNAbs", "XNNPReLU", "XNNConcatenate2", "XNNConcatenate3", "XNNConcatenate4", "XNNStaticSlice",
-    "XNNScaledDotProductAttention", "XNNBatchMatrixMultiply", "XNNConcatenate5", "XNNConvTranspose2d",
-    "XNNReciprocalSquareRoot", "XNNLog", "XNNGelu", "XNNTanh", "XNNExp", "XNNSin", "XNNCopy", "XNNCos",
-)
+#: XNodeUnion type tag -> node type name (tag 0 is NONE); from :mod:`etlens.schema`.
+XNODE_TYPES: tuple[str, ...] = _XNODE_TYPES
 
-#: XNNDatatype enum value -> readable name (torch spelling where one exists).
-XNNPACK_DATATYPES: dict[int, str] = {
-    0: "invalid", 1: "float32", 2: "float16", 3: "qint8", 4: "quint8", 5: "qint32", 6: "qcint8", 7: "qcint32",
-    8: "qcint4", 9: "qdint8", 10: "qbint4", 11: "qpint8", 12: "int32", 13: "pfp32", 14: "bfloat16",
-}
+#: XNNDatatype enum value -> readable name (torch spelling where one exists); from :mod:`etlens.schema`.
+XNNPACK_DATATYPES: dict[int, str] = _XNNPACK_DATATYPES
 
-# Where the value ids sit in each node table: (input slots, output slots). Node tables share a few
-# layouts (_XNNNode1x1, _XNNNode2x1, _XNNNodeConv, _XNNPooling2D, _XNNCat) plus some one-offs.
-_N1x1 = ((0,), (1,))
-_N2x1 = ((0, 1), (2,))
-_CONV = ((15, 16, 17), (18,))
-_POOL = ((10,), (11,))
-_CAT = ((1, 2, 3, 4, 7), (5,))
-_LAYOUT: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
-    "XNNAdd": _N2x1, "XNNFullyConnected": ((0, 1, 2), (3,)), "XNNSoftmax": _N1x1, "XNNSigmoid": _N1x1,
-    "XNNStaticTranspose": ((2,), (3,)), "XNNClamp": _N1x1, "XNNConv2d": _CONV, "XNNDiv": _N2x1,
-    "XNNStaticResizeBilinear2D": ((2,), (3,)), "XNNStaticConstantPad": ((3,), (4,)), "XNNAvgPooling2d": _POOL,
-    "XNNMinimum": _N2x1, "XNNDepthwiseConv2d": _CONV, "XNNMaxPooling2d": _POOL, "XNNMultiply": _N2x1,
-    "XNNSubtract": _N2x1, "XNNFloor": _N1x1, "XNNConvert": _N1x1, "XNNGlobalAvgPooling2d": _N1x1,
-    "XNNStaticReshape": ((2,), (3,)), "XNNArgMaxPooling2d": ((6,), (7, 8)), "XNNSquareRoot": _N1x1,
-    "XNNCeiling": _N1x1, "XNNHardswish": _N1x1, "XNNLeakyReLU": ((1,), (2,)), "XNNMaximum": _N2x1,
-    "XNNNegate": _N1x1, "XNNSquare": _N1x1, "XNNELU": ((1,), (2,)), "XNNAbs": _N1x1, "XNNPReLU": _N2x1,
-    "XNNConcatenate2": _CAT, "XNNConcatenate3": _CAT, "XNNConcatenate4": _CAT, "XNNStaticSlice": ((3,), (4,)),
-    "XNNScaledDotProductAttention": ((0, 1, 2, 3, 4), (5,)), "XNNBatchMatrixMultiply": _N2x1,
-    "XNNConcatenate5": _CAT, "XNNConvTranspose2d": _CONV, "XNNReciprocalSquareRoot": _N1x1, "XNNLog": _N1x1,
-    "XNNGelu": _N1x1, "XNNTanh": _N1x1, "XNNExp": _N1x1, "XNNSin": _N1x1, "XNNCopy": _N1x1, "XNNCos": _N1x1,
+
+def _wiring(table: type) -> tuple[tuple[Field, ...], tuple[Field, ...]]:
+    """(input id fields, output id fields) of a node table, from the schema's field names: every
+    ``*_id`` field is a value id, an output when its name starts with ``output``."""
+    ids = [f for f in table.FIELDS if f.name.endswith("_id") and f.kind == "scalar"]  # type: ignore[attr-defined]
+    return (tuple(f for f in ids if not f.name.startswith("output")),
+            tuple(f for f in ids if f.name.startswith("output")))
+
+
+# Node type -> where its value ids sit. Node tables share a few layouts (_XNNNode1x1, _XNNNode2x1,
+# _XNNNodeConv, _XNNPooling2D, _XNNCat) plus some one-offs; the union says which table each uses.
+_LAYOUT: dict[str, tuple[tuple[Field, ...], tuple[Field, ...]]] = {
+    name: _wiring(getattr(xfb, table))
+    for name, table in zip(XNodeUnion.NAMES[1:], XNodeUnion.TABLES[1:], strict=True)
 }
 # _XNNCat: only the first N inputs of XNNConcatenateN are meaningful.
 _CAT_INPUTS = {"XNNConcatenate2": 2, "XNNConcatenate3": 3, "XNNConcatenate4": 4, "XNNConcatenate5": 5}
@@ -171,7 +160,7 @@ class XnnpackGraph:
                    outputs=[m for v in self.output_ids for m in meta(v)], attrs={"value_ids": list(self.output_ids)}))
         return g
 
-    def attrs(self) -> dict:
+    def attrs(self) -> dict[str, Any]:
         """JSON-ready facts for ``Node.attrs['xnnpack']``."""
         return {
             "version": self.version,
@@ -224,44 +213,46 @@ def decode_xnnpack(payload: bytes | memoryview, name: str = "<xnnpack payload>")
         start, end = 0, n
     fb = FlatBuffer(payload, name, start=start, end=end, what="XNNPACK graph")
     ident = fb.identifier
-    if ident not in (b"XN00", b"XN01"):
+    if ident not in (b"XN00", xfb.FILE_IDENTIFIER):  # XN00: payloads of older ExecuTorch
         raise FormatError(f"{name}: not an XNNPACK payload (identifier {ident!r} at bytes {start + 4}-{start + 8}, "
                           "expected b'XN01' or b'XN00' or a b'XH00' header); the delegate id says XNNPACK but the "
                           "data is something else")
     out.identifier = ident.decode("ascii")
     out.flatbuffer_size = end - start
     root = fb.root("XNNGraph")
-    out.version = root.string(0, "", name="version") or ""
+    G = xfb.XNNGraph
+    out.version = root.text(G.version, "") or ""
     out.nodes = _decode_nodes(root)
     out.values = _decode_values(root)
-    out.num_externs = root.u32(3)
-    out.input_ids = root.scalars(4, "I", name="input_ids")
-    out.output_ids = root.scalars(5, "I", name="output_ids")
-    for cd in root.tables(8, name="constant_data"):
+    out.num_externs = root.get(G.num_externs)
+    out.input_ids = root.items(G.input_ids)
+    out.output_ids = root.items(G.output_ids)
+    C = xfb.ConstantDataOffset
+    for cd in root.children(G.constant_data):
         out.constant_entries += 1
-        key = cd.string(2, None, name="named_key")
+        key = cd.text(C.named_key)
         if key:
             out.named_keys.append(key)
         else:
-            out.constant_bytes += cd.u64(1)
+            out.constant_bytes += cd.get(C.size)
     return out
 
 
 def _decode_nodes(root: Table) -> list[XnnNode]:
     nodes: list[XnnNode] = []
-    for xn in root.tables(1, name="xnodes"):
-        tag, body = xn.union(0, name="xnode_union")
+    for xn in root.children(xfb.XNNGraph.xnodes):
+        tag, body = xn.variant(xfb.XNode.xnode_union)
         kind = XNODE_TYPES[tag] if tag < len(XNODE_TYPES) else f"XNNUnknown{tag}"
         ins: tuple[int, ...] = ()
         outs: tuple[int, ...] = ()
         layout = _LAYOUT.get(kind)
         if body is not None and layout is not None:
-            in_slots = layout[0][:_CAT_INPUTS[kind]] if kind in _CAT_INPUTS else layout[0]
-            # An absent id slot means the default, 0, which is a real value id (FlatBuffers
-            # omit fields equal to their default), so every slot of the layout is read.
-            ins = tuple(body.u32(s) for s in in_slots)
-            outs = tuple(body.u32(s) for s in layout[1])
-        handle = xn.u32(2)
+            in_fields = layout[0][:_CAT_INPUTS[kind]] if kind in _CAT_INPUTS else layout[0]
+            # An absent id field means the default, 0, which is a real value id (FlatBuffers
+            # omit fields equal to their default), so every field of the layout is read.
+            ins = tuple(body.get(f) for f in in_fields)
+            outs = tuple(body.get(f) for f in layout[1])
+        handle = xn.get(xfb.XNode.debug_handle)
         nodes.append(XnnNode(kind, ins, outs, 0 if handle in _NO_HANDLE else handle))
         if len(nodes) > _MAX_NODES_DECODED:
             break
@@ -270,20 +261,22 @@ def _decode_nodes(root: Table) -> list[XnnNode]:
 
 def _decode_values(root: Table) -> list[XnnValue]:
     values: list[XnnValue] = []
-    for xv in root.tables(2, name="xvalues"):
-        tag, body = xv.union(0, name="xvalue_union")
-        quantized = tag == 2
+    V = xfb.XNNTensorValue
+    for xv in root.children(xfb.XNNGraph.xvalues):
+        tag, body = xv.variant(xfb.XValue.xvalue_union)
+        quantized = tag == xfb.XValueUnion.XNNQuantizedTensorValue
         if quantized and body is not None:
-            body = body.table(0, name="tensor_value")
+            body = body.child(xfb.XNNQuantizedTensorValue.tensor_value)
         if body is None:
             continue
+        datatype = body.get(V.datatype)
         values.append(XnnValue(
-            id=body.u32(6),
-            datatype=XNNPACK_DATATYPES.get(body.i16(0), f"dtype{body.i16(0)}"),
-            dims=body.scalars(2, "I", name="dims"),
-            constant_buffer_idx=body.u32(3),
-            external_id=body.u32(4),
-            flags=body.u32(5),
+            id=body.get(V.id_out),
+            datatype=XNNPACK_DATATYPES.get(datatype, f"dtype{datatype}"),
+            dims=body.items(V.dims),
+            constant_buffer_idx=body.get(V.constant_buffer_idx),
+            external_id=body.get(V.external_id),
+            flags=body.get(V.flags),
             quantized=quantized,
         ))
     return values

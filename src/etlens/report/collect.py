@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import EtlensError
+from ..schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, METHOD_EXECUTE
 
 __all__ = ["ReportInputs", "ReportData", "collect"]
 
@@ -85,11 +86,11 @@ def _execute_rows(df) -> Any:
 
 def _latency(data: ReportData, df) -> None:
     rows = _execute_rows(df)
-    execute = rows[rows["event_name"] == "Method::execute"]
+    execute = rows[rows["event_name"] == METHOD_EXECUTE]
     if len(execute):
         data.total_latency_ms = float(execute["avg (ms)"].mean())
         data.runs = int(len(execute["raw"].iloc[0]))
-    skip = {"Method::execute", "Program::load_method", "Method::init"}
+    skip = set(FRAMEWORK_EVENT_NAMES)
     ops = rows[~rows["event_name"].isin(skip)]
     if data.total_latency_ms is None and len(ops):
         data.total_latency_ms = float(ops[~ops["is_delegated_op"]]["avg (ms)"].sum())
@@ -105,7 +106,7 @@ def _latency(data: ReportData, df) -> None:
             backend=str(r.get("delegate_backend_name") or "")))
     out.sort(key=lambda o: -o.avg_ms)
     data.op_latency = out
-    calls = ops[ops["event_name"] == "DELEGATE_CALL"]
+    calls = ops[ops["event_name"] == DELEGATE_CALL]
     if total and len(calls):
         data.delegated_time_share = min(1.0, float(calls["avg (ms)"].sum()) / total)
     elif total:
@@ -124,7 +125,7 @@ def _latency_overlay(data: ReportData, inspector, handle_to_nodes: dict[int, lis
             continue
         for ev in block.events:
             handles = ev.debug_handles
-            if handles is None or ev.perf_data is None or ev.name == "Method::execute":
+            if handles is None or ev.perf_data is None or ev.name == METHOD_EXECUTE:
                 continue
             handles = tuple(handles) if isinstance(handles, (list, tuple)) else (handles,)
             if handles and all(isinstance(h, int) for h in handles):

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..readers.etdump import PROFILE
+from ..schema import DELEGATE_CALL
 
 __all__ = ["perfetto_trace", "write_perfetto"]
 
@@ -95,7 +96,7 @@ def perfetto_trace(inspector) -> dict:
                 if backend:
                     args["backend"] = backend
             cat = "delegate" if delegated else ("framework" if (nm or "").startswith(("Method::", "Program::"))
-                                                else ("delegate_call" if nm == "DELEGATE_CALL" else "operator"))
+                                                else ("delegate_call" if nm == DELEGATE_CALL else "operator"))
             events.append({"name": nm or "(unnamed)", "cat": cat, "ph": "X", "pid": 1, "tid": tid,
                            "ts": (s - t0) * to_us, "dur": (e - s) * to_us, "args": args})
             stack.append([s, e])

@@ -12,10 +12,11 @@ import sys
 from typing import IO
 
 import numpy as np
+from ..schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, METHOD_EXECUTE, OPERATOR_CALL
 
 __all__ = ["display_or_print_df", "summary_paragraph", "op_totals", "op_key"]
 
-_FRAMEWORK = ("Method::init", "Program::load_method", "Method::execute")
+_FRAMEWORK = FRAMEWORK_EVENT_NAMES
 
 
 def display_or_print_df(df, file: IO[str] = sys.stdout) -> None:
@@ -64,9 +65,9 @@ def op_totals(inspector) -> list[tuple[str, float, int]]:
     for b in inspector.block_columns:
         stats = b.stats()
         for i, name in enumerate(b.names):
-            if name == "OPERATOR_CALL" or name in _FRAMEWORK or b.is_delegated[i] or not b.has_perf[i]:
+            if name == OPERATOR_CALL or name in _FRAMEWORK or b.is_delegated[i] or not b.has_perf[i]:
                 continue
-            if name == "DELEGATE_CALL":
+            if name == DELEGATE_CALL:
                 key = f"DELEGATE_CALL ({b.backend_names[i] or 'delegate'})"
             else:
                 key = op_key(name, b.op_types[i])
@@ -83,12 +84,12 @@ def summary_paragraph(inspector, top: int = 5) -> str:
     for b in inspector.block_columns:
         stats = b.stats()
         runs = len(b.runs)
-        execute = [i for i, n in enumerate(b.names) if n == "Method::execute" and b.has_perf[i]]
+        execute = [i for i, n in enumerate(b.names) if n == METHOD_EXECUTE and b.has_perf[i]]
         if execute:
             total = float(stats[execute[0], 3])
             how = "Method::execute avg"
         else:
-            ops = [i for i, n in enumerate(b.names) if n not in _FRAMEWORK and n != "OPERATOR_CALL"
+            ops = [i for i, n in enumerate(b.names) if n not in _FRAMEWORK and n != OPERATOR_CALL
                    and not b.is_delegated[i] and b.has_perf[i]]
             if not ops:  # e.g. the 'Default' block: only load/init events
                 ops = [i for i, n in enumerate(b.names) if b.has_perf[i]]
@@ -98,7 +99,7 @@ def summary_paragraph(inspector, top: int = 5) -> str:
                      f"{total:.4g} {unit} ({how})")
     totals = op_totals(inspector)
     grand = sum(t for _, t, _ in totals)
-    delegated = sum(t for k, t, _ in totals if k.startswith("DELEGATE_CALL"))
+    delegated = sum(t for k, t, _ in totals if k.startswith(DELEGATE_CALL))
     text = "; ".join(parts) + "."
     if totals:
         tops = ", ".join(f"{k} {t:.4g} {unit} ({100 * t / grand:.0f}%, {n} call{'s' if n != 1 else ''})"

@@ -25,10 +25,11 @@ import numpy as np
 
 from ..errors import MissingDataError
 from .tables import op_key
+from ..schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, METHOD_EXECUTE, OPERATOR_CALL
 
 __all__ = ["write_tensorboard"]
 
-_FRAMEWORK = ("Method::init", "Program::load_method", "Method::execute")
+_FRAMEWORK = FRAMEWORK_EVENT_NAMES
 
 
 def _tag(s: str) -> str:
@@ -97,12 +98,12 @@ def write_tensorboard(inspector, path: str) -> str:
                 if not b.has_perf[i]:
                     continue
                 w.add_scalar(f"{block}/event_avg_{unit}", stats[i, 3], i)
-                if name == "Method::execute":
+                if name == METHOD_EXECUTE:
                     for j, v in enumerate(b.raw[i].tolist()):
                         w.add_scalar(f"{block}/run_total_{unit}", v, j)
-                if name == "OPERATOR_CALL" or name in _FRAMEWORK or b.is_delegated[i]:
+                if name == OPERATOR_CALL or name in _FRAMEWORK or b.is_delegated[i]:
                     continue
-                if name == "DELEGATE_CALL":
+                if name == DELEGATE_CALL:
                     key = f"DELEGATE_CALL ({b.backend_names[i] or 'delegate'})"
                 else:
                     key = op_key(name, b.op_types[i])

@@ -331,7 +331,7 @@ class ResolvedProgram:
 
 
 def _is_graph_module(obj: Any) -> bool:
-    return hasattr(obj, "graph") and hasattr(getattr(obj, "graph"), "nodes") and hasattr(obj, "named_modules")
+    return hasattr(obj, "graph") and hasattr(obj.graph, "nodes") and hasattr(obj, "named_modules")
 
 
 class _LRU:

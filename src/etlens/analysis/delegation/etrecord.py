@@ -100,7 +100,7 @@ def _rebuild(recorded: Graph, delegates: dict, handles: dict, outs: dict, method
     out = Graph(recorded.name, dict(recorded.meta, view="lowered (rebuilt from ETRecord maps)"))
     order = {n.name: i for i, n in enumerate(recorded)}
     first_member = {}
-    for idx, (instr, backend, members) in enumerate(plan):
+    for idx, (_instr, _backend, members) in enumerate(plan):
         real = [m for m in members if isinstance(m, Node)]
         pos = min((order[m.name] for m in real), default=len(order))
         first_member.setdefault(pos, []).append(idx)

@@ -119,7 +119,7 @@ def _event_identity(dump: ETDump, keys: np.ndarray) -> tuple[list[str], list[Any
     """Name, delegate debug identifier and delegation flag of each signature (ExecuTorch rules)."""
     strings = dump.strings
     names, dids, deleg = [], [], []
-    for instr, did, dstr, hasp, pname, hasd, dname in keys.tolist():
+    for _instr, did, dstr, hasp, pname, hasd, dname in keys.tolist():
         ident = did if did != -1 else (strings[dstr] if dstr >= 0 else None)
         is_del = ident is not None
         name = ""
@@ -173,7 +173,7 @@ def build_blocks(dump: ETDump, scale_factor: float,
         sig = (run.name, run.bundled_input_index, keys.shape[0], keys.tobytes())
         groups.setdefault(sig, []).append(r)
     blocks = []
-    for sig, runs in groups.items():
+    for runs in groups.values():
         keys, _, (dbg_ev, lo, hi), outputs = per_run[runs[0]]
         debug_lists: list = [None] * keys.shape[0]
         for j in np.flatnonzero(hi > lo).tolist():

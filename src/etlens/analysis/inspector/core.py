@@ -41,6 +41,7 @@ from ..record import Record, as_record
 from .etrecord import _kernel_matches, _method_score
 from .events import Event, EventBlock, RuntimeOutput
 from .frame import EXCLUDED_COLUMNS_WHEN_PRINTING, EXCLUDED_EVENTS_WHEN_PRINTING, LazyList, build_frame
+from ...schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, OPERATOR_CALL
 
 __all__ = ["Inspector", "Event", "EventBlock", "PerfData", "TimeScale", "RuntimeOutput"]
 
@@ -161,7 +162,7 @@ class Inspector:
                 pos = np.where(mask, r.sizes_pos[idx][:, None] + 8 * cols, 0)
                 vals = np.where(mask, self._dump._fb.i64(pos.ravel(), "Tensor.sizes").reshape(pos.shape), 1)
                 count = np.prod(np.maximum(vals, 0), axis=1)
-            item = np.array([np.dtype(SCALAR_TYPES[s][1]).itemsize if s in SCALAR_TYPES else 1
+            item = np.array([SCALAR_TYPES[s].itemsize if s in SCALAR_TYPES else 1
                              for s in r.scalar_type[idx].tolist()], dtype=np.int64)
             end = r.tensor_offset[idx] + count * item
             over = (end > size) & (count > 0)
@@ -224,7 +225,7 @@ class Inspector:
         """Warn when the ETRecord is evidently not the one of this ETDump's program."""
         from .etrecord import record_maps
 
-        framework = ("Method::init", "Program::load_method", "Method::execute")
+        framework = FRAMEWORK_EVENT_NAMES
         missing = wrong_kernel = checked = bad_delegate = 0
         for bi, b in enumerate(self._blocks):
             handle_map, delegate_map, _ = record_maps(self.record, self._block_methods[bi])
@@ -236,7 +237,7 @@ class Inspector:
                 if str(instr) not in handle_map:
                     missing += 1
                     continue
-                if name == "DELEGATE_CALL":
+                if name == DELEGATE_CALL:
                     if delegate_map is not None and str(instr) not in delegate_map:
                         bad_delegate += 1
                     continue
@@ -406,7 +407,7 @@ class Inspector:
         for b in self._blocks:
             stats = b.stats()
             for i, name in enumerate(b.names):
-                if name == "OPERATOR_CALL":
+                if name == OPERATOR_CALL:
                     continue
                 for hierarchy in b.module_hierarchy[i].values():
                     if not hierarchy:
@@ -431,7 +432,7 @@ class Inspector:
         out: Dict[str, List[Event]] = {}
         for block in blocks:
             for e in block.events:
-                if e.name == "OPERATOR_CALL" or e.name in ("Method::init", "Program::load_method", "Method::execute"):
+                if e.name == OPERATOR_CALL or e.name in FRAMEWORK_EVENT_NAMES:
                     continue
                 if not show_delegated_ops and e.is_delegated_op:
                     continue
@@ -451,7 +452,7 @@ class Inspector:
             r0 = b.runs[0]
             for i, name in enumerate(b.names):
                 idxs = b.debug_events[i]
-                if idxs is None or name == "OPERATOR_CALL":
+                if idxs is None or name == OPERATOR_CALL:
                     continue
                 h = b.debug_handles[i]
                 handles = () if h is None else ((h,) if isinstance(h, int) else tuple(h))
@@ -464,11 +465,6 @@ class Inspector:
     def has_debug_buffer(self) -> bool:
         """Whether a debug buffer was given (logged tensors decode to real values, not zeros)."""
         return self._buffer is not None
-
-    @property
-    def source_time_scale(self) -> TimeScale:
-        """The unit the ETDump's timestamps are in."""
-        return self._source_time_scale
 
     @property
     def target_time_scale(self) -> TimeScale:

@@ -22,11 +22,12 @@ from typing import Any
 
 from ...model.events import BlockColumns
 from ..record import Record, as_record
+from ...schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES
 
 __all__ = ["RESERVED_FRAMEWORK_EVENT_NAMES", "NodeInfo", "handle_to_nodes", "resolve_block", "record_maps"]
 # (_kernel_matches and _method_score are used by the inspector to check and attribute records)
 
-RESERVED_FRAMEWORK_EVENT_NAMES = ["Method::init", "Program::load_method", "Method::execute"]
+RESERVED_FRAMEWORK_EVENT_NAMES = list(FRAMEWORK_EVENT_NAMES)
 
 #: (name as ExecuTorch keys it, op type, stack trace, nn_module_stack dict)
 NodeInfo = tuple
@@ -151,7 +152,7 @@ def resolve_block(block: BlockColumns, handle_map: dict | None, delegate_map: di
         name = block.names[i]
         if ident is None:
             block.debug_handles[i] = handle_map[key]
-            if name == "DELEGATE_CALL" and delegate_map is not None and (meta := delegate_map.get(key)) is not None:
+            if name == DELEGATE_CALL and delegate_map is not None and (meta := delegate_map.get(key)) is not None:
                 block.backend_names[i] = meta.get("name", "")
         elif delegate_map is None or (meta := delegate_map.get(key)) is None:
             block.debug_handles[i] = handle_map[key]
@@ -207,7 +208,7 @@ def _method_score(block: BlockColumns, handle_map: dict, nodes: dict) -> int:
     score = 0
     for i, name in enumerate(block.names):
         instr = int(block.instruction_ids[i])
-        if instr < 0 or block.is_delegated[i] or name in ("Method::init", "Program::load_method", "Method::execute"):
+        if instr < 0 or block.is_delegated[i] or name in FRAMEWORK_EVENT_NAMES:
             continue
         handles = handle_map.get(str(instr))
         if handles is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
+from ..schema import OPERATOR_CALL
 
 __all__ = ["STAT_NAMES", "EXCLUDED_COLUMNS_WHEN_PRINTING", "EXCLUDED_EVENTS_WHEN_PRINTING", "LazyList",
            "truncated_op_types", "build_frame"]
@@ -18,7 +19,7 @@ __all__ = ["STAT_NAMES", "EXCLUDED_COLUMNS_WHEN_PRINTING", "EXCLUDED_EVENTS_WHEN
 STAT_NAMES = ["p10", "p50", "p90", "avg", "min", "max"]
 EXCLUDED_COLUMNS_WHEN_PRINTING = ["raw", "delegate_debug_identifier", "stack_traces", "module_hierarchy",
                                   "debug_data"]
-EXCLUDED_EVENTS_WHEN_PRINTING = {"OPERATOR_CALL"}
+EXCLUDED_EVENTS_WHEN_PRINTING = {OPERATOR_CALL}
 
 
 class LazyList(list):

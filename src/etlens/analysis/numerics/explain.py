@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...schema import DELEGATE_CALL
 from ..comparators import MSEComparator
 from .reasons import EXPLAIN_COLUMNS, REASONS, Explanation, Reason
 from .runtime import collect_runtime_outputs, runtime_blocks
@@ -160,7 +161,7 @@ def _unused_events(analysis: Any, include_framework_events: bool) -> list[Explan
             unused = collect_runtime_outputs(runtime_blocks(analysis.inspector, fast=False)).unused
         except Exception:  # noqa: BLE001 - explanations must not fail because of an odd event
             unused = rt.unused
-    return [Explanation("runtime", ev.name, "DELEGATE_CALL" if ev.name == "DELEGATE_CALL" else None,
+    return [Explanation("runtime", ev.name, DELEGATE_CALL if ev.name == DELEGATE_CALL else None,
                         ev.debug_handle, ev.reason, ev.detail, block=ev.block, instruction_id=ev.instruction_id)
             for ev in unused if include_framework_events or ev.reason != Reason.FRAMEWORK_EVENT]
 

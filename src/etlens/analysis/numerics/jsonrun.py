@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..record import EtlensRecordLike, Record
+from ...schema.export import EXPORT_DTYPES, EXPORT_LAYOUTS, EXPORT_MEMORY_FORMATS
 
 __all__ = ["JsonProgram", "JsonNode", "Unsupported", "parse_handle", "parse_module_stack"]
 
@@ -117,13 +118,9 @@ class JsonNode:
 _SOURCE_RE = re.compile(r'"name": "([^"\\]*)", "target": "[^"\\]*", "graph_id": (-?\d+)')
 
 
-_DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16", 7: "float32", 8: "float64",
-           9: "complex32", 10: "complex64", 11: "complex128", 12: "bool", 13: "bfloat16", 28: "uint16",
-           29: "float8_e4m3fn", 30: "float8_e5m2", 31: "float8_e4m3fnuz", 32: "float8_e5m2fnuz",
-           33: "float8_e8m0fnu", 34: "uint32", 35: "uint64"}
-_MEMORY_FORMATS = {1: "contiguous_format", 2: "channels_last", 3: "channels_last_3d", 4: "preserve_format"}
-_LAYOUTS = {1: "sparse_coo", 2: "sparse_csr", 3: "sparse_csc", 4: "sparse_bsr", 5: "sparse_bsc", 6: "_mkldnn",
-            7: "strided"}
+_DTYPES = EXPORT_DTYPES
+_MEMORY_FORMATS = EXPORT_MEMORY_FORMATS
+_LAYOUTS = EXPORT_LAYOUTS
 _FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
 
 

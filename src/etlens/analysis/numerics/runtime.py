@@ -26,12 +26,13 @@ from typing import Any
 from ..protocols import InspectorLike
 from .match import merge_runtime_handles
 from .reasons import Reason
+from ...schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, OPERATOR_CALL
 
 __all__ = ["RuntimeOutputs", "RuntimeEvent", "collect_runtime_outputs", "runtime_blocks", "FRAMEWORK_EVENTS"]
 
 #: events the runtime logs around the model, never tied to an operator
-FRAMEWORK_EVENTS = {"Method::init", "Program::load_method", "Method::execute"}
-_EXCLUDED = {"OPERATOR_CALL"}
+FRAMEWORK_EVENTS = set(FRAMEWORK_EVENT_NAMES)
+_EXCLUDED = {OPERATOR_CALL}
 
 
 @dataclass
@@ -123,7 +124,8 @@ def collect_runtime_outputs(event_blocks: Any) -> RuntimeOutputs:
             handle = _norm(ev.debug_handles)
             delegated = bool(ev.is_delegated_op)
 
-            def unused(reason: Reason, detail: str = "") -> None:
+            def unused(reason: Reason, detail: str = "", bname=bname, name=name, ev=ev, handle=handle,
+                       delegated=delegated) -> None:
                 out.unused.append(RuntimeEvent(bname, name, ev._instruction_id, handle, reason, detail, delegated))
 
             if name in _EXCLUDED:
@@ -140,7 +142,7 @@ def collect_runtime_outputs(event_blocks: Any) -> RuntimeOutputs:
                 else:
                     unused(Reason.NO_GRAPH_NODE, f"handles {handle} match no node of the ETRecord graph")
                 continue
-            if name == "DELEGATE_CALL":
+            if name == DELEGATE_CALL:
                 inner = inner_by_backend.get(getattr(ev, "delegate_backend_name", None))
                 if inner and not inner.isdisjoint(handle):
                     unused(Reason.COVERED_BY_INNER_EVENTS, "the backend logged per-operator intermediates inside "
@@ -173,7 +175,7 @@ def collect_runtime_outputs(event_blocks: Any) -> RuntimeOutputs:
             out.n_debug_events += 1
         staged[handle] = (iid, data, getattr(ev, "num_outputs", 1) or 1)
         out.winners[handle] = {"name": ev.name, "block": bname, "instruction_id": iid,
-                               "delegated": bool(ev.is_delegated_op) or ev.name == "DELEGATE_CALL",
+                               "delegated": bool(ev.is_delegated_op) or ev.name == DELEGATE_CALL,
                                "backend": getattr(ev, "delegate_backend_name", None),
                                "has_data": bool(data)}
     merged = merge_runtime_handles(staged)
