@@ -113,6 +113,7 @@ def _inline(out: list[InlinedNode], graph: Graph, prefix: str, delegate: str | N
         name = prefix + node.name
         ins = [local[s] for s in node.inputs if s in local]
         if _inlines(node):
+            assert node.delegate is not None and node.delegate.inner is not None  # what _inlines checked
             inner_out = _inline(out, node.delegate.inner, name + "/", name, _bind(node.delegate.inner, ins))
             out.append(InlinedNode(name, node, inner_out or ins, delegate))
         else:

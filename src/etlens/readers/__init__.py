@@ -3,6 +3,8 @@
 Use :func:`read` for a file of any supported kind; the format is chosen by its magic bytes.
 """
 
+from typing import Any
+
 from .base import Artifact
 from .registry import READERS, ReaderSpec, read, read_object, sniff
 
@@ -26,7 +28,7 @@ _HELPERS = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     module = _HELPERS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
-from ..schema import OPERATOR_CALL
+from ...schema import OPERATOR_CALL
 
 __all__ = ["STAT_NAMES", "EXCLUDED_COLUMNS_WHEN_PRINTING", "EXCLUDED_EVENTS_WHEN_PRINTING", "LazyList",
            "truncated_op_types", "build_frame"]
