@@ -253,6 +253,14 @@ class ETDump:
     def string(self, sid: int) -> str | None:
         return None if sid < 0 else self.strings[sid]
 
+    def read_i64(self, positions: Any, field_path: str) -> Any:
+        """The little-endian int64 values at byte ``positions`` of the dump (vectorised, bounds-checked).
+
+        ``field_path`` names what is read (``"Tensor.sizes"``) for the error when a position lies
+        outside the file. Used to decode many tensors' shapes at once from :class:`RunEvents` columns.
+        """
+        return self._fb.i64(positions, field_path)
+
     def metadata(self, run: int, i: int) -> bytes | None:
         """Delegate debug metadata bytes of event ``i`` of run ``run`` (None when absent)."""
         r = self.runs[run]

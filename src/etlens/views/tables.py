@@ -79,7 +79,7 @@ def op_totals(inspector) -> list[tuple[str, float, int]]:
 
 def summary_paragraph(inspector, top: int = 5) -> str:
     """Total time per block, the top operators and the delegated share of time, in one paragraph."""
-    unit = inspector._target_time_scale.value
+    unit = inspector.target_time_scale.value
     parts = []
     for b in inspector.block_columns:
         stats = b.stats()

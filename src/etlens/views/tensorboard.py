@@ -87,7 +87,7 @@ def write_tensorboard(inspector, path: str) -> str:
         raise MissingDataError("write_tensorboard_artifact needs the 'tensorboard' package "
                                "(pip install tensorboard)") from exc
     os.makedirs(path, exist_ok=True)
-    unit = inspector._target_time_scale.value
+    unit = inspector.target_time_scale.value
     w = _Writer(path)
     try:
         for b in inspector.block_columns:

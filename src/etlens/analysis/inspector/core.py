@@ -160,7 +160,7 @@ class Inspector:
                 cols = np.arange(width, dtype=np.int64)
                 mask = cols[None, :] < nd[:, None]
                 pos = np.where(mask, r.sizes_pos[idx][:, None] + 8 * cols, 0)
-                vals = np.where(mask, self._dump._fb.i64(pos.ravel(), "Tensor.sizes").reshape(pos.shape), 1)
+                vals = np.where(mask, self._dump.read_i64(pos.ravel(), "Tensor.sizes").reshape(pos.shape), 1)
                 count = np.prod(np.maximum(vals, 0), axis=1)
             item = np.array([SCALAR_TYPES[s].itemsize if s in SCALAR_TYPES else 1
                              for s in r.scalar_type[idx].tolist()], dtype=np.int64)
