@@ -170,7 +170,7 @@ def _union_ms(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def _node_facts(infos: list) -> tuple[str, str, str, str, str, bool]:
+def _node_facts(infos: list, kernel: str = "") -> tuple[str, str, str, str, str, bool]:
     """(node name, op, module path, module type, source line) of the principal node of a handle group:
     the first that is not a quantize/dequantize step."""
     if not infos:
@@ -179,6 +179,13 @@ def _node_facts(infos: list) -> tuple[str, str, str, str, str, bool]:
         op = x[1] or ""
         return 2 if any(q in op for q in _QUANT_OPS) else 1 if any(q in op for q in _LAYOUT_OPS) else 0
 
+    if kernel.startswith("native_call_"):
+        # a portable kernel event: the node whose op the kernel implements (``native_call_expand_copy.out``)
+        base = kernel[len("native_call_"):].split(".")[0]
+        same = [x for x in infos if (x[1] or "").split(".")[-2:-1] == [base]
+                or base in (x[1] or "").split(".")]
+        if same:
+            infos = same
     best = min(rank(x) for x in infos)
     main = [x for x in infos if rank(x) == best][-1]
     name, op, trace, stack = main
@@ -236,11 +243,12 @@ def attribute(inspector: Any, pte: Any = None) -> Attribution:
         start_ms = b.start.astype(np.float64) / scale
         end_ms = start_ms + raw
 
-        def row_for(key: tuple, handles: tuple[int, ...], inside: bool, backend: str = "") -> NodeTime:
+        def row_for(key: tuple, handles: tuple[int, ...], inside: bool, backend: str = "",
+                    kernel: str = "") -> NodeTime:
             r = rows.get(key)
             if r is None:
                 infos = [x for h in handles for x in nodes.get(h, ())]
-                name, op, path, mtype, line, known = _node_facts(infos)
+                name, op, path, mtype, line, known = _node_facts(infos, kernel)
                 r = rows[key] = NodeTime(node=name or (UNATTRIBUTED if not handles else f"handles {list(handles)}"),
                                          debug_handles=handles, op=op, module_path=path, module_type=mtype,
                                          in_module=known, source_line=line, inside_delegate=inside, backend=backend)
@@ -266,6 +274,7 @@ def attribute(inspector: Any, pte: Any = None) -> Attribution:
         calls: dict[int, int] = {}
         execute_rows: list[int] = []
         top_rows: list[int] = []
+        kr = k if METHOD_EXECUTE in b.names else 0   # per-run totals: runs of Method::execute only
         for i, name in enumerate(b.names):
             if not b.has_perf[i]:
                 continue
@@ -283,8 +292,8 @@ def attribute(inspector: Any, pte: Any = None) -> Attribution:
                 # a kernel event (native_call_*) or an operator without OPERATOR_CALL around it
                 h = b.debug_handles[i]
                 handles = () if h is None else ((h,) if isinstance(h, int) else tuple(h))
-                add(row_for(("op", handles) if handles else ("op?", name), handles, False), i, name)
-                for j in range(k):
+                add(row_for(("op", handles, name), handles, False, kernel=name), i, name)
+                for j in range(kr):
                     per_run["operator"][run_base + j] = per_run["operator"].get(run_base + j, 0.0) + float(raw[i, j])
         for instr, idxs in internal.items():
             delegate_index, delegate = _delegate(plan, instr)
@@ -303,12 +312,12 @@ def attribute(inspector: Any, pte: Any = None) -> Attribution:
                 if not r.match or mt.quality != "exact":
                     r.match = mt.quality if not r.match or r.match == "exact" else r.match
                 events.append(EventAttribution(bi, i, instr, delegate_index, backend, mt, r.node, r.module_path, r.op))
-                for j in range(k):
+                for j in range(kr):
                     g = run_base + j
                     per_run["internal"][g] = per_run["internal"].get(g, 0.0) + float(raw[i, j])
                     if mt.handles and r.in_module:
                         per_run["attributed"][g] = per_run["attributed"].get(g, 0.0) + float(raw[i, j])
-        for j in range(k):
+        for j in range(kr):
             g = run_base + j
             per_run["internal"].setdefault(g, 0.0)
             per_run["attributed"].setdefault(g, 0.0)
