@@ -256,8 +256,10 @@ def attribute(inspector: Any, pte: Any = None) -> Attribution:
                 r.debug_handles = tuple(dict.fromkeys(r.debug_handles + handles))
             return r
 
-        def principal(handles: tuple[int, ...]) -> str:
-            return _node_facts([x for h in handles for x in nodes.get(h, ())])[0] or repr(handles)
+        def principal(handles: tuple[int, ...]) -> tuple[int, ...]:
+            """The handles to name a row by: the matched node's own (first) handle when the ETRecord
+            knows it; the handles of nodes fused into it only add time, not a name."""
+            return handles[:1] if handles and nodes.get(handles[0]) else handles
 
         def add(r: NodeTime, i: int, event: str, extra: list[str] = ()) -> None:
             for j in range(k):
@@ -305,7 +307,10 @@ def attribute(inspector: Any, pte: Any = None) -> Attribution:
                 EventMatch(n, note=f"no attributor registered for backend {backend or '?'}") for n in names]
             for i, mt in zip(idxs, matches, strict=True):
                 if mt.handles:
-                    r = row_for(("d", backend, principal(mt.handles)), mt.handles, True, backend)
+                    main = principal(mt.handles)
+                    r = row_for(("d", backend, _node_facts([x for h in main for x in nodes.get(h, ())])[0] or main),
+                                main, True, backend)
+                    r.debug_handles = tuple(dict.fromkeys(r.debug_handles + mt.handles))
                 else:
                     r = row_for(("u", backend, instr), (), True, backend)
                 add(r, i, b.names[i], list(mt.backend_ops) + list(mt.fused))
@@ -328,12 +333,12 @@ def attribute(inspector: Any, pte: Any = None) -> Attribution:
                 ivs = [(start_ms[i, j], end_ms[i, j]) for i in internal.get(instr, ())]
                 osum += max(float(raw[ci, j]) - _union_ms(ivs), 0.0) if ivs else float(raw[ci, j])
             per_run["delegate"][g] = dsum
-            per_run["overhead"][g] = osum
+            per_run["overhead"][g] = float(osum)
             for ei in execute_rows[:1]:
                 ex = float(raw[ei, j])
                 ivs = [(start_ms[i, j], end_ms[i, j]) for i in top_rows]
                 per_run["execute"][g] = ex
-                per_run["framework"][g] = max(ex - _union_ms(ivs), 0.0)
+                per_run["framework"][g] = float(max(ex - _union_ms(ivs), 0.0))
         run_base += k
 
     def seq(d: dict[int, float]) -> list[float]:

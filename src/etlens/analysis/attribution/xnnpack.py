@@ -29,7 +29,6 @@ from .base import EventMatch
 
 __all__ = ["XnnpackAttributor", "parse_event_name", "event_kind_matches"]
 
-_EVENT = re.compile(r"^(?P<op>[^(#]+?)\s*(?:\((?P<tags>[^)]*)\))?\s*(?P<variant>[^#(]*?)\s*(?:#(?P<n>\d+))?\s*$")
 
 #: runtime operator name (lower case, no spaces) -> XNode types (without ``XNN``) it can run
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -73,9 +72,13 @@ _REWRITES: dict[str, tuple[str, ...]] = {
     "copy": ("StaticTranspose",),
     "square": ("Multiply",),          # x * x
     "clamp": ("Maximum", "Minimum"),
+    # quantized unary ops run through a lookup table XNNPACK names "Invalid Unary Op"
+    "invalidunaryop": ("Gelu", "Tanh", "Sigmoid", "ELU", "Exp", "Log", "Abs", "Negate", "Square", "SquareRoot",
+                       "ReciprocalSquareRoot", "Hardswish", "LeakyReLU", "Sin", "Cos", "Floor", "Ceiling", "Clamp"),
 }
 # nodes XNNPACK folds into their producer when it builds the runtime (no event of their own)
-_FUSABLE = {"Clamp": 0.1}
+# (a Convert between quantized ops and a unary op is folded into the quantized unary op)
+_FUSABLE = {"Clamp": 0.1, "Convert": 0.5}
 # nodes it may elide (copies and reshapes of views)
 _ELIDABLE = {"StaticReshape": 1.0, "Copy": 1.0, "StaticTranspose": 2.0}
 _SKIP_NODE = 4.0       # a node that ran no operator, for no known reason
@@ -101,11 +104,13 @@ def _norm(s: str) -> str:
 def parse_event_name(name: str) -> tuple[str, tuple[str, ...], str]:
     """``(operator, tags, variant)`` of an XNNPACK event name:
     ``'Convolution (NHWC, F32) IGEMM #1'`` → ``('Convolution', ('NHWC', 'F32'), 'IGEMM')``."""
-    m = _EVENT.match(name or "")
-    if not m:
-        return (name, (), "")
-    tags = tuple(t.strip() for t in (m.group("tags") or "").split(",") if t.strip())
-    return m.group("op").strip(), tags, (m.group("variant") or "").strip()
+    base = (name or "").split("#", 1)[0].strip()
+    if "(" in base and ")" in base:
+        op, rest = base.split("(", 1)
+        tag_text, variant = rest.split(")", 1)
+        tags = tuple(t.strip() for t in tag_text.split(",") if t.strip())
+        return op.strip(), tags, variant.strip()
+    return base, (), ""
 
 
 def event_kind_matches(event_op: str, node_type: str) -> float:
