@@ -199,13 +199,26 @@ def align(events: list[str], graph: Any) -> list[EventMatch]:
     parsed = [parse_event_name(e) for e in events]
     m, k = len(events), len(nodes)
 
-    def cost(i: int, j: int) -> float:
-        c = event_kind_matches(parsed[i][0], ntypes[j])
-        return _POSITIONAL if c == _INF else c + _dtype_cost(parsed[i][1], ndt[j])
+    # cost matrix through the few distinct (event kind, node kind) pairs
+    ekeys = [(p[0], p[1]) for p in parsed]
+    nkeys = list(zip(ntypes, ndt))
+    pair: dict[tuple, float] = {}
+    table: list[list[float]] = []
+    for ek in ekeys:
+        row = []
+        for nk in nkeys:
+            c = pair.get((ek, nk))
+            if c is None:
+                c = event_kind_matches(ek[0], nk[0])
+                c = pair[(ek, nk)] = _POSITIONAL if c == _INF else c + _dtype_cost(ek[1], nk[1])
+            row.append(c)
+        table.append(row)
 
-    def skip(j: int) -> float:
-        t = ntypes[j][3:]
-        return _FUSABLE.get(t, _ELIDABLE.get(t, _SKIP_NODE))
+    def cost(i: int, j: int) -> float:
+        return table[i][j]
+
+    skips = [_FUSABLE.get(t[3:], _ELIDABLE.get(t[3:], _SKIP_NODE)) for t in ntypes]
+
 
     # F[i][j]: best cost having consumed i events and j nodes; back[i][j]: the move that got there
     F = [[_INF] * (k + 1) for _ in range(m + 1)]
@@ -213,19 +226,28 @@ def align(events: list[str], graph: Any) -> list[EventMatch]:
     F[0][0] = 0.0
     for i in range(m + 1):
         Fi, Bi = F[i], back[i]
-        Fp = F[i - 1] if i else None
+        Fp = F[i - 1] if i else Fi
+        Bp = back[i - 1] if i else Bi
+        Ti = table[i - 1] if i else ()
         for j in range(k + 1):
-            best, mv = Fi[j], back[i][j]
-            if i and j:
-                c = cost(i - 1, j - 1)
-                if Fp[j - 1] + c < best:
-                    best, mv = Fp[j - 1] + c, 1
-                if c < _POSITIONAL and back[i - 1][j] in (1, 4) and Fp[j] + c + _EXTRA_COST < best:
-                    best, mv = Fp[j] + c + _EXTRA_COST, 4
-            if i and Fp[j] + _SKIP_EVENT < best:
-                best, mv = Fp[j] + _SKIP_EVENT, 3
-            if j and Fi[j - 1] + skip(j - 1) < best:
-                best, mv = Fi[j - 1] + skip(j - 1), 2
+            best, mv = Fi[j], Bi[j]
+            if i:
+                if j:
+                    c = Ti[j - 1]
+                    v = Fp[j - 1] + c
+                    if v < best:
+                        best, mv = v, 1
+                    if c < _POSITIONAL and (Bp[j] == 1 or Bp[j] == 4):
+                        v = Fp[j] + c + _EXTRA_COST
+                        if v < best:
+                            best, mv = v, 4
+                v = Fp[j] + _SKIP_EVENT
+                if v < best:
+                    best, mv = v, 3
+            if j:
+                v = Fi[j - 1] + skips[j - 1]
+                if v < best:
+                    best, mv = v, 2
             Fi[j], Bi[j] = best, mv
     # backtrack
     node_of = [-1] * m
