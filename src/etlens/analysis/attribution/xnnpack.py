@@ -184,8 +184,8 @@ def _charge_handles(graph: Any) -> list[int]:
         if not out[i]:
             for v in n.inputs:
                 p = producer.get(v)
-                if p is not None and own[p]:
-                    out[i] = own[p]
+                if p is not None and out[p]:   # producers come first: already charged
+                    out[i] = out[p]
                     break
     return out
 
