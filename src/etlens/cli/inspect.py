@@ -91,7 +91,7 @@ def _by_node(insp, args) -> tuple[str, int, str]:
         return df.to_csv(sep="\t" if args.format == "tsv" else ",", index=False), len(df), line
     from tabulate import tabulate
 
-    shown = df.drop(columns=["debug_handles", "match"]).astype({"backend": object}).fillna({"backend": ""})
+    shown = df.drop(columns=["debug_handles", "match", "op", "backend", "p10 (ms)", "p90 (ms)"])
     shown["backend_ops"] = [", ".join(x[:2]) + (" …" if len(x) > 2 else "") for x in shown["backend_ops"]]
     return tabulate(shown, headers="keys", tablefmt="simple", showindex=False, floatfmt=".4f"), len(df), line
 
