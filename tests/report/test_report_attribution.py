@@ -45,7 +45,10 @@ def test_overlay_has_per_node_values_inside_one_delegate(cnn_report, browser):
         pg.wait_for_timeout(50)
         t += 1
     values = pg.evaluate("""() => { const M = window.etlens.views[0].M, out = {};
-        for (const [name, i] of M.byName) { const v = M.overlayValue(i); if (v !== null && v !== undefined) out[name] = v; }
+        for (const [name, i] of M.byName) {
+          const v = M.overlayValue(i);
+          if (v !== null && v !== undefined) out[name] = v;
+        }
         return out; }""")
     convs = {k: v for k, v in values.items() if "conv" in k}
     assert len(convs) >= 7

@@ -264,7 +264,8 @@ def _attribute(data: ReportData, inspector, pte: str, handle_to_nodes: dict[int,
     for ev in att.events:
         b = inspector.block_columns[ev.block]
         avg = float(b.stats()[ev.index, 3])
-        by_name.setdefault(b.names[ev.index], []).append((avg, ev.op, ev.module_path or ("" if not ev.op else "(root)")))
+        module = ev.module_path or ("(root)" if ev.op else "")
+        by_name.setdefault(b.names[ev.index], []).append((avg, ev.op, module))
     for o in data.op_latency:
         cands = by_name.get(o.name) if o.delegated else None
         if cands:

@@ -40,7 +40,8 @@ def one_per_delegate():
     return OnePerDelegate().eval(), (torch.randn(2, 2, 8, 8),)
 
 #: the one ATen operator each delegate of ``one_per_delegate`` holds, in delegate order
-ONE_PER_DELEGATE_OPS = ["aten.convolution.default", "aten.sigmoid.default", "aten.mul.Tensor", "aten.linear.default"]
+ONE_PER_DELEGATE_OPS = ["aten.convolution.default", "aten.sigmoid.default", "aten.mul.Tensor",
+                        "aten.linear.default"]
 
 
 def main(out: str, cases: list[str]) -> None:
@@ -61,8 +62,8 @@ def main(out: str, cases: list[str]) -> None:
             quant = kind == "int8"
         d = Path(out) / case
         arts = build_and_run(model, inputs, str(d), name="m", quantize=quant, runs=3, debug_buffer_size=64 << 20)
-        manifest[case] = {k: str(Path(v).relative_to(out)) for k, v in (
-            ("pte", arts.pte), ("etrecord", arts.etrecord), ("etdump", arts.etdump), ("debug_buffer", arts.debug_buffer))}
+        files = {"pte": arts.pte, "etrecord": arts.etrecord, "etdump": arts.etdump, "debug_buffer": arts.debug_buffer}
+        manifest[case] = {k: str(Path(v).relative_to(out)) for k, v in files.items()}
         manifest_path.write_text(json.dumps(manifest, indent=1))
 
 

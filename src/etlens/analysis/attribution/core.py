@@ -221,62 +221,81 @@ def attribute(inspector: Any, pte: Any = None) -> Attribution:
     names, module paths and source lines); ``pte``: the program (path or a read ``PteArtifact``),
     needed to look inside delegates. Without it delegate-internal time stays unattributed.
     """
-    from ..inspector.etrecord import handle_to_nodes
-
-    program = _load_pte(pte)
-    scale = calculate_time_scale_factor(inspector.source_time_scale, inspector.target_time_scale)
-    nodes_of: dict[str, dict] = {}
-    rows: dict[tuple, NodeTime] = {}
-    events: list[EventAttribution] = []
-    per_run: dict[str, dict[int, float]] = {k: {} for k in (
-        "execute", "framework", "delegate", "internal", "overhead", "attributed", "operator")}
-    methods = getattr(inspector, "_block_methods", None) or []
-    run_base = 0
+    walker = _Walker(inspector, _load_pte(pte))
     for bi, b in enumerate(inspector.block_columns):
-        method = methods[bi] if bi < len(methods) else "forward"
-        if method not in nodes_of:
-            nodes_of[method] = handle_to_nodes(inspector.record, method) if inspector.record is not None else {}
-        nodes = nodes_of[method]
-        plan = _plan(program, method)
-        k = len(b.runs)
-        raw = np.nan_to_num(b.raw, nan=0.0)
-        start_ms = b.start.astype(np.float64) / scale
+        walker.block(bi, b)
+    return walker.result()
+
+
+_TOTALS = ("execute", "framework", "delegate", "internal", "overhead", "attributed", "operator")
+
+
+class _Walker:
+    """Accumulates rows, events and per-run totals block by block (runs numbered across blocks)."""
+
+    def __init__(self, inspector: Any, program: Any) -> None:
+        self.inspector = inspector
+        self.program = program
+        self.scale = calculate_time_scale_factor(inspector.source_time_scale, inspector.target_time_scale)
+        self.methods = getattr(inspector, "_block_methods", None) or []
+        self.nodes_of: dict[str, dict] = {}
+        self.rows: dict[tuple, NodeTime] = {}
+        self.events: list[EventAttribution] = []
+        self.per_run: dict[str, dict[int, float]] = {k: {} for k in _TOTALS}
+        self.run_base = 0
+        # per-block state, set by block()
+        self.nodes: dict = {}
+        self.raw = np.zeros((0, 0))
+        self.k = 0
+
+    def _nodes_for(self, method: str) -> dict:
+        from ..inspector.etrecord import handle_to_nodes
+
+        if method not in self.nodes_of:
+            rec = self.inspector.record
+            self.nodes_of[method] = handle_to_nodes(rec, method) if rec is not None else {}
+        return self.nodes_of[method]
+
+    def _row(self, key: tuple, handles: tuple[int, ...], inside: bool, backend: str = "",
+             kernel: str = "") -> NodeTime:
+        r = self.rows.get(key)
+        if r is None:
+            infos = [x for h in handles for x in self.nodes.get(h, ())]
+            name, op, path, mtype, line, known = _node_facts(infos, kernel)
+            r = self.rows[key] = NodeTime(
+                node=name or (UNATTRIBUTED if not handles else f"handles {list(handles)}"), debug_handles=handles,
+                op=op, module_path=path, module_type=mtype, in_module=known, source_line=line,
+                inside_delegate=inside, backend=backend)
+        return r
+
+    def _add(self, r: NodeTime, i: int, event: str, extra: list[str] | tuple = ()) -> None:
+        for j in range(self.k):
+            g = self.run_base + j
+            r.runs[g] = r.runs.get(g, 0.0) + float(self.raw[i, j])
+        if event not in r.events:
+            r.events.append(event)
+        for x in extra:
+            if x not in r.backend_ops:
+                r.backend_ops.append(x)
+
+    def _total(self, key: str, g: int, v: float) -> None:
+        d = self.per_run[key]
+        d[g] = d.get(g, 0.0) + v
+
+    def block(self, bi: int, b: Any) -> None:
+        method = self.methods[bi] if bi < len(self.methods) else "forward"
+        self.nodes = self._nodes_for(method)
+        plan = _plan(self.program, method)
+        self.k = len(b.runs)
+        self.raw = raw = np.nan_to_num(b.raw, nan=0.0)
+        start_ms = b.start.astype(np.float64) / self.scale
         end_ms = start_ms + raw
-
-        def row_for(key: tuple, handles: tuple[int, ...], inside: bool, backend: str = "",
-                    kernel: str = "") -> NodeTime:
-            r = rows.get(key)
-            if r is None:
-                infos = [x for h in handles for x in nodes.get(h, ())]
-                name, op, path, mtype, line, known = _node_facts(infos, kernel)
-                r = rows[key] = NodeTime(node=name or (UNATTRIBUTED if not handles else f"handles {list(handles)}"),
-                                         debug_handles=handles, op=op, module_path=path, module_type=mtype,
-                                         in_module=known, source_line=line, inside_delegate=inside, backend=backend)
-            else:
-                r.debug_handles = tuple(dict.fromkeys(r.debug_handles + handles))
-            return r
-
-        def principal(handles: tuple[int, ...]) -> tuple[int, ...]:
-            """The handles to name a row by: the matched node's own (first) handle when the ETRecord
-            knows it; the handles of nodes fused into it only add time, not a name."""
-            return handles[:1] if handles and nodes.get(handles[0]) else handles
-
-        def add(r: NodeTime, i: int, event: str, extra: list[str] = ()) -> None:
-            for j in range(k):
-                g = run_base + j
-                r.runs[g] = r.runs.get(g, 0.0) + float(raw[i, j])
-            if event not in r.events:
-                r.events.append(event)
-            for x in extra:
-                if x not in r.backend_ops:
-                    r.backend_ops.append(x)
-
         # group delegate-internal events by instruction (their DELEGATE_CALL's)
         internal: dict[int, list[int]] = {}
         calls: dict[int, int] = {}
         execute_rows: list[int] = []
         top_rows: list[int] = []
-        kr = k if METHOD_EXECUTE in b.names else 0   # per-run totals: runs of Method::execute only
+        kr = self.k if METHOD_EXECUTE in b.names else 0   # per-run totals: runs of Method::execute only
         for i, name in enumerate(b.names):
             if not b.has_perf[i]:
                 continue
@@ -292,64 +311,74 @@ def attribute(inspector: Any, pte: Any = None) -> Attribution:
                 top_rows.append(i)
             elif name not in FRAMEWORK_EVENT_NAMES:
                 # a kernel event (native_call_*) or an operator without OPERATOR_CALL around it
-                h = b.debug_handles[i]
-                handles = () if h is None else ((h,) if isinstance(h, int) else tuple(h))
-                add(row_for(("op", handles, name), handles, False, kernel=name), i, name)
+                handles = _handles(b.debug_handles[i])
+                self._add(self._row(("op", handles, name), handles, False, kernel=name), i, name)
                 for j in range(kr):
-                    per_run["operator"][run_base + j] = per_run["operator"].get(run_base + j, 0.0) + float(raw[i, j])
+                    self._total("operator", self.run_base + j, float(raw[i, j]))
         for instr, idxs in internal.items():
-            delegate_index, delegate = _delegate(plan, instr)
-            backend = b.backend_names[calls[instr]] if instr in calls else ""
-            backend = backend or (delegate.id if delegate is not None else "")
-            att = attributor_for(backend)
-            names = [b.names[i] for i in idxs]
-            matches = att.match(names, delegate) if att is not None else [
-                EventMatch(n, note=f"no attributor registered for backend {backend or '?'}") for n in names]
-            for i, mt in zip(idxs, matches, strict=True):
-                if mt.handles:
-                    main = principal(mt.handles)
-                    r = row_for(("d", backend, _node_facts([x for h in main for x in nodes.get(h, ())])[0] or main),
-                                main, True, backend)
-                    r.debug_handles = tuple(dict.fromkeys(r.debug_handles + mt.handles))
-                else:
-                    r = row_for(("u", backend, instr), (), True, backend)
-                add(r, i, b.names[i], list(mt.backend_ops) + list(mt.fused))
-                if not r.match or mt.quality != "exact":
-                    r.match = mt.quality if not r.match or r.match == "exact" else r.match
-                events.append(EventAttribution(bi, i, instr, delegate_index, backend, mt, r.node, r.module_path, r.op))
-                for j in range(kr):
-                    g = run_base + j
-                    per_run["internal"][g] = per_run["internal"].get(g, 0.0) + float(raw[i, j])
-                    if mt.handles and r.in_module:
-                        per_run["attributed"][g] = per_run["attributed"].get(g, 0.0) + float(raw[i, j])
+            self._delegate_events(bi, b, instr, idxs, plan, calls, kr)
         for j in range(kr):
-            g = run_base + j
-            per_run["internal"].setdefault(g, 0.0)
-            per_run["attributed"].setdefault(g, 0.0)
-            per_run["operator"].setdefault(g, 0.0)
+            g = self.run_base + j
+            for key in ("internal", "attributed", "operator"):
+                self.per_run[key].setdefault(g, 0.0)
             dsum = osum = 0.0
             for instr, ci in calls.items():
                 dsum += float(raw[ci, j])
                 ivs = [(start_ms[i, j], end_ms[i, j]) for i in internal.get(instr, ())]
                 osum += max(float(raw[ci, j]) - _union_ms(ivs), 0.0) if ivs else float(raw[ci, j])
-            per_run["delegate"][g] = dsum
-            per_run["overhead"][g] = float(osum)
+            self.per_run["delegate"][g] = dsum
+            self.per_run["overhead"][g] = float(osum)
             for ei in execute_rows[:1]:
                 ex = float(raw[ei, j])
                 ivs = [(start_ms[i, j], end_ms[i, j]) for i in top_rows]
-                per_run["execute"][g] = ex
-                per_run["framework"][g] = float(max(ex - _union_ms(ivs), 0.0))
-        run_base += k
+                self.per_run["execute"][g] = ex
+                self.per_run["framework"][g] = float(max(ex - _union_ms(ivs), 0.0))
+        self.run_base += self.k
 
-    def seq(d: dict[int, float]) -> list[float]:
-        return [d[g] for g in sorted(d)]
+    def _delegate_events(self, bi: int, b: Any, instr: int, idxs: list[int], plan: Any, calls: dict[int, int],
+                         kr: int) -> None:
+        delegate_index, delegate = _delegate(plan, instr)
+        backend = b.backend_names[calls[instr]] if instr in calls else ""
+        backend = backend or (delegate.id if delegate is not None else "")
+        att = attributor_for(backend)
+        names = [b.names[i] for i in idxs]
+        matches = att.match(names, delegate) if att is not None else [
+            EventMatch(n, note=f"no attributor registered for backend {backend or '?'}") for n in names]
+        for i, mt in zip(idxs, matches, strict=True):
+            if mt.handles:
+                # named by the matched node's own (first) handle when the ETRecord knows it; nodes
+                # fused into it only add their handles
+                main = mt.handles[:1] if self.nodes.get(mt.handles[0]) else mt.handles
+                name = _node_facts([x for h in main for x in self.nodes.get(h, ())])[0]
+                r = self._row(("d", backend, name or main), main, True, backend)
+                r.debug_handles = tuple(dict.fromkeys(r.debug_handles + mt.handles))
+            else:
+                r = self._row(("u", backend, instr), (), True, backend)
+            self._add(r, i, b.names[i], list(mt.backend_ops) + list(mt.fused))
+            if not r.match or mt.quality != "exact":
+                r.match = mt.quality if not r.match or r.match == "exact" else r.match
+            self.events.append(EventAttribution(bi, i, instr, delegate_index, backend, mt, r.node, r.module_path, r.op))
+            for j in range(kr):
+                g = self.run_base + j
+                v = float(self.raw[i, j])
+                self._total("internal", g, v)
+                if mt.handles and r.in_module:
+                    self._total("attributed", g, v)
 
-    ordered = sorted(rows.values(), key=lambda r: -r.stats()["avg"] if r.runs else 0.0)
-    return Attribution(rows=ordered, events=events, execute_per_run=seq(per_run["execute"]),
-                       framework_per_run=seq(per_run["framework"]), delegate_per_run=seq(per_run["delegate"]),
-                       delegate_internal_per_run=seq(per_run["internal"]),
-                       delegate_overhead_per_run=seq(per_run["overhead"]),
-                       attributed_per_run=seq(per_run["attributed"]), operator_per_run=seq(per_run["operator"]))
+    def result(self) -> Attribution:
+        def seq(key: str) -> list[float]:
+            d = self.per_run[key]
+            return [d[g] for g in sorted(d)]
+
+        ordered = sorted(self.rows.values(), key=lambda r: -r.stats()["avg"] if r.runs else 0.0)
+        return Attribution(rows=ordered, events=self.events, execute_per_run=seq("execute"),
+                           framework_per_run=seq("framework"), delegate_per_run=seq("delegate"),
+                           delegate_internal_per_run=seq("internal"), delegate_overhead_per_run=seq("overhead"),
+                           attributed_per_run=seq("attributed"), operator_per_run=seq("operator"))
+
+
+def _handles(h: Any) -> tuple[int, ...]:
+    return () if h is None else ((h,) if isinstance(h, int) else tuple(h))
 
 
 def _plan(program: Any, method: str) -> Any:
