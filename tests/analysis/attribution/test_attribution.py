@@ -153,3 +153,15 @@ def test_attribute_function_matches_inspector(artifacts):
     insp = inspector(artifacts["cnn_q8_xnnpack"], pte=False)
     att = attribute(insp, artifacts["cnn_q8_xnnpack"].pte)
     assert np.isclose(att.summary()["attributed_fraction"], 1.0, atol=0.1)
+
+
+def test_wrong_pte_is_said_not_guessed(artifacts):
+    import etlens
+
+    a, other = artifacts["mixed_xnnpack"], artifacts["cnn_xnnpack"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        insp = etlens.Inspector(etdump_path=a.etdump, etrecord=a.etrecord, pte=other.pte)
+    att = insp.attribution()
+    assert att.summary()["attributed_ms"] == 0
+    assert all(not ev.match.attributed and "program" in ev.match.note for ev in att.events)

@@ -337,13 +337,31 @@ class _Walker:
 
     def _delegate_events(self, bi: int, b: Any, instr: int, idxs: list[int], plan: Any, calls: dict[int, int],
                          kr: int) -> None:
+        method = self.methods[bi] if bi < len(self.methods) else "forward"
         delegate_index, delegate = _delegate(plan, instr)
         backend = b.backend_names[calls[instr]] if instr in calls else ""
         backend = backend or (delegate.id if delegate is not None else "")
         att = attributor_for(backend)
         names = [b.names[i] for i in idxs]
-        matches = att.match(names, delegate) if att is not None else [
-            EventMatch(n, note=f"no attributor registered for backend {backend or '?'}") for n in names]
+        if self.program is not None and delegate is None:
+            why = (f"the .pte has no delegate call at instruction {instr} of method {method!r}: "
+                   "is it the program this ETDump was recorded from?")
+            matches = [EventMatch(n, note=why) for n in names]
+        elif att is None:
+            matches = [EventMatch(n, note=f"no attributor registered for backend {backend or '?'}") for n in names]
+        else:
+            matches = att.match(names, delegate)
+        # the ETRecord says which handles this delegate holds: a match outside them is a wrong program
+        known = set(_handles(b.debug_handles[calls[instr]])) if instr in calls else set()
+        if known:
+            for mt in matches:
+                stray = [h for h in mt.handles if h not in known]
+                if stray:
+                    mt.handles = tuple(h for h in mt.handles if h in known)
+                    mt.note = (f"debug handle(s) {stray} are not in this delegate per the ETRecord (is the .pte the "
+                               "program of this ETDump?)" + (f"; {mt.note}" if mt.note else ""))
+                    if not mt.handles:
+                        mt.quality = "unattributed"
         for i, mt in zip(idxs, matches, strict=True):
             if mt.handles:
                 # named by the matched node's own (first) handle when the ETRecord knows it; nodes
