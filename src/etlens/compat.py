@@ -128,11 +128,16 @@ class Inspector(_AnalysisInspector):
 
         write_tensorboard(self, path)
 
-    def write_perfetto_trace(self, path: str) -> None:
-        """Write a Chrome trace-event JSON timeline (open it in https://ui.perfetto.dev)."""
+    def write_perfetto_trace(self, path: str, *, by_node: bool | None = None) -> None:
+        """Write a Chrome trace-event JSON timeline (open it in https://ui.perfetto.dev).
+
+        ``by_node`` (default: when the inspector was given ``pte=``) names delegate-internal slices
+        by the ATen node and module that ran them (see :meth:`attribution`).
+        """
         from .views.perfetto import write_perfetto
 
-        write_perfetto(self, path)
+        use = self.pte is not None if by_node is None else by_node
+        write_perfetto(self, path, self.attribution() if use else None)
 
     def summary_text(self, top: int = 5) -> str:
         """One paragraph: total time per block, top operators, delegated share of time."""

@@ -1,1 +1,1 @@
-"""Analyses over the shared model: inspector, numerics, delegation."""
+"""Analyses over the shared model: inspector, numerics, delegation, attribution (time inside delegates per node)."""

@@ -4,6 +4,12 @@ Prints the events (ExecuTorch Inspector columns, ``OPERATOR_CALL`` rows folded a
 ``print_data_tabular``) and a one-paragraph summary: total time per block, top operators and the
 delegated share of time. ``--perfetto`` writes a Chrome trace-event timeline, ``--tensorboard`` a
 TensorBoard event file.
+
+``--by-node`` (with ``--etrecord`` and ``--pte``) prints one row per ATen node instead: time inside
+delegates attributed to the node that ran it (XNNPACK operators matched to the payload's nodes),
+its module path and source line, plus the framework tax; ``--format json`` gives
+``{"rows": [{"node", "debug_handles", "module_path", "avg_ms", "inside_delegate", "backend_ops", ...}],
+"delegate_ms", "attributed_ms", "framework_ms", ...}``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ def register(sub) -> None:
                     "etlens inspect --etdump run.etdp --etrecord model.etrecord --perfetto trace.json")
     p.add_argument("--etdump", required=True, help=".etdp written by write_etdump_result_to_file")
     p.add_argument("--etrecord", help=".etrecord of the same program (op types, stack traces, modules)")
+    p.add_argument("--pte", help=".pte of the same program (lets --by-node look inside delegates)")
+    p.add_argument("--by-node", action="store_true",
+                   help="one row per ATen node, delegate-internal time included, plus the framework tax")
     p.add_argument("--debug-buffer", help="debug buffer .bin written next to the .etdp (intermediate outputs)")
     p.add_argument("--format", choices=["table", "tsv", "csv", "json"], default="table")
     p.add_argument("-o", "--output", help="write the table here instead of stdout")
@@ -54,6 +63,39 @@ def _json_rows(df) -> str:
     return json.dumps(rows, indent=1, default=str)
 
 
+def _clean_json(v):
+    import math
+
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {str(k): _clean_json(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean_json(x) for x in v]
+    return v
+
+
+def _by_node(insp, args) -> tuple[str, int, str]:
+    """(text, rows, summary line) of ``--by-node``."""
+    att = insp.attribution()
+    s = att.summary()
+    frac = s["attributed_fraction"]
+    line = (f"Method::execute {s['execute_ms']:.4f} ms/run: delegates {s['delegate_ms']:.4f} ms (internal events "
+            f"{s['delegate_internal_ms']:.4f}, of which attributed to nodes {s['attributed_ms']:.4f}"
+            + (f" = {100 * frac:.1f}%" if frac is not None else "") + f"; delegate overhead "
+            f"{s['delegate_overhead_ms']:.4f}), kernels {s['operator_ms']:.4f}, framework tax {s['framework_ms']:.4f}")
+    if args.format == "json":
+        return json.dumps(_clean_json(att.to_json()), indent=1), len(att.rows), line
+    df = insp.node_dataframe()
+    if args.format in ("tsv", "csv"):
+        return df.to_csv(sep="\t" if args.format == "tsv" else ",", index=False), len(df), line
+    from tabulate import tabulate
+
+    shown = df.drop(columns=["debug_handles", "match", "op", "backend", "p10 (ms)", "p90 (ms)"])
+    shown["backend_ops"] = [", ".join(x[:2]) + (" …" if len(x) > 2 else "") for x in shown["backend_ops"]]
+    return tabulate(shown, headers="keys", tablefmt="simple", showindex=False, floatfmt=".4f"), len(df), line
+
+
 def run(args) -> int:
     import warnings
 
@@ -70,15 +112,28 @@ def run(args) -> int:
         bar.set_description("reading ETDump, grouping events" + (" + ETRecord" if args.etrecord else ""))
         insp = Inspector(etdump_path=args.etdump, etrecord=args.etrecord, debug_buffer_path=args.debug_buffer,
                          source_time_scale=TimeScale(args.source_time_scale),
-                         target_time_scale=TimeScale(args.target_time_scale))
+                         target_time_scale=TimeScale(args.target_time_scale), pte=args.pte)
         bar.update(1)
         bar.set_description("building table")
-        if args.all_events:
+        by_node_line = ""
+        if args.by_node:
+            if not args.etrecord:
+                from ..errors import EtlensError
+
+                raise EtlensError("etlens inspect --by-node needs --etrecord (it names the nodes, modules and "
+                                 "source lines); add --pte to look inside delegates")
+            if not args.pte:
+                warnings.warn("--by-node without --pte: time inside delegates stays <unattributed>; pass the "
+                              ".pte to attribute it to nodes", stacklevel=1)
+            text, nrows, by_node_line = _by_node(insp, args)
+        elif args.all_events:
             df = insp.to_dataframe().drop(columns=["debug_data"])
         else:
             df = insp.printed_dataframe()
         bar.update(1)
-        if args.format == "table":
+        if args.by_node:
+            pass
+        elif args.format == "table":
             from tabulate import tabulate
 
             shown = df.drop(columns=[c for c in ("start_time",) if c in df.columns])  # raw ticks: in tsv/json
@@ -101,12 +156,12 @@ def run(args) -> int:
     write_text(text, args.output)
     notes = []
     if args.output:
-        notes.append(f"wrote {len(df)} rows to {args.output}")
+        notes.append(f"wrote {nrows if args.by_node else len(df)} rows to {args.output}")
     if args.perfetto:
         notes.append(f"wrote timeline {args.perfetto} (open in https://ui.perfetto.dev)")
     if args.tensorboard:
         notes.append(f"wrote TensorBoard logs to {args.tensorboard} (tensorboard --logdir {args.tensorboard})")
-    summary = "" if args.no_summary else insp.summary_text()
+    summary = "" if args.no_summary else (by_node_line or insp.summary_text())
     # keep machine-readable stdout clean: notes and summary go to stderr unless the table went to a file
     stream = sys.stdout if (args.format == "table" or args.output) else sys.stderr
     if summary:

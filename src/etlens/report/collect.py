@@ -45,6 +45,8 @@ class OpLatency:
     share: float
     delegated: bool
     backend: str
+    module: str = ""   # module path of the ATen node a delegate-internal event ran (attribution)
+    aten: str = ""     # that node's ATen op
 
 
 @dataclass
@@ -70,6 +72,8 @@ class ReportData:
     latency_overlay: dict[str, float] = field(default_factory=dict)
     gap_overlay: dict[str, float] = field(default_factory=dict)
     inspector: Any = None
+    #: delegate-internal time per ATen node (:class:`etlens.analysis.attribution.Attribution`), with a .pte
+    attribution: Any = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -222,7 +226,55 @@ def collect(inputs: ReportInputs) -> ReportData:
                 handle_to_nodes.setdefault(h, []).append(node.name)
     if handle_to_nodes:
         _latency_overlay(data, inspector, handle_to_nodes)
+    if record is not None and inputs.pte:
+        _attribute(data, inspector, inputs.pte, handle_to_nodes)
     return data
+
+
+def _attribute(data: ReportData, inspector, pte: str, handle_to_nodes: dict[int, list[str]]) -> None:
+    """Per-node time inside delegates: the overlay gives each node its own time (not its delegate's),
+    delegate-internal rows of the operator table gain their module and ATen op."""
+    from ..analysis.attribution import attribute
+
+    try:
+        att = attribute(inspector, pte)
+    except EtlensError as exc:
+        data.notes.append(f"attribution: {exc}")
+        return
+    data.attribution = att
+    overlay: dict[str, float] = {}
+    inside: set[str] = set()
+    for r in att.rows:
+        avg = r.stats()["avg"]
+        if not r.debug_handles or avg != avg:
+            continue
+        for name in {n for h in r.debug_handles for n in handle_to_nodes.get(h, ())}:
+            overlay[name] = overlay.get(name, 0.0) + avg
+            if r.inside_delegate:
+                inside.add(name)
+    if inside:
+        # nodes of a delegate that ran no operator of their own (folded away) lose the delegate's
+        # whole time; kernels keep theirs
+        delegated = {n for ev in att.events for h in ev.match.handles for n in handle_to_nodes.get(h, ())}
+        kept = {k: v for k, v in data.latency_overlay.items() if k not in delegated and k not in overlay}
+        calls = {n for b in inspector.block_columns for i, nm in enumerate(b.names) if nm == DELEGATE_CALL
+                 for h in _handles(b.debug_handles[i]) for n in handle_to_nodes.get(h, ())}
+        data.latency_overlay = {**{k: v for k, v in kept.items() if k not in calls}, **overlay}
+    by_name: dict[str, list[tuple[float, str, str]]] = {}
+    for ev in att.events:
+        b = inspector.block_columns[ev.block]
+        avg = float(b.stats()[ev.index, 3])
+        module = ev.module_path or ("(root)" if ev.op else "")
+        by_name.setdefault(b.names[ev.index], []).append((avg, ev.op, module))
+    for o in data.op_latency:
+        cands = by_name.get(o.name) if o.delegated else None
+        if cands:
+            best = min(cands, key=lambda c: abs(c[0] - o.avg_ms))
+            o.aten, o.module = best[1], best[2]
+
+
+def _handles(h: Any) -> tuple[int, ...]:
+    return () if h is None else ((h,) if isinstance(h, int) else tuple(h))
 
 
 def write_side_files(data: ReportData, out_dir: str, stem: str) -> dict[str, str]:
@@ -231,7 +283,7 @@ def write_side_files(data: ReportData, out_dir: str, stem: str) -> dict[str, str
     perfetto = os.path.join(out_dir, f"{stem}.perfetto.json")
     from ..views.perfetto import write_perfetto
 
-    write_perfetto(data.inspector, perfetto)
+    write_perfetto(data.inspector, perfetto, data.attribution)
     files["Perfetto trace (open in ui.perfetto.dev)"] = perfetto
     tsv = os.path.join(out_dir, f"{stem}.events.tsv")
     with open(tsv, "w", encoding="utf-8") as f:

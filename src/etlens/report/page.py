@@ -87,10 +87,12 @@ def _latency_section(data: ReportData) -> Section:
     top = [(f"{o.name}" + (f" [{o.op_types}]" if o.op_types and o.op_types != o.name else ""), o.avg_ms)
            for o in data.op_latency[:20]]
     rows = [(o.name, o.op_types, o.runs, o.avg_ms, o.total_ms, 100 * o.share, o.delegated, o.backend)
-            for o in data.op_latency]
+            + ((o.aten, o.module) if data.attribution is not None else ()) for o in data.op_latency]
     body = (bar_chart_svg(top, unit="ms")
             + table_html(rows, ["event", "op types", "runs", "avg (ms)", "total (ms)", "% of latency",
-                                "delegated", "backend"], table_id="latency-table", numeric=(2, 3, 4, 5)))
+                                "delegated", "backend"] + (["ATen op (in delegate)", "module"]
+                                                           if data.attribution is not None else []),
+                         table_id="latency-table", numeric=(2, 3, 4, 5)))
     return Section("latency", "Per-operator latency", body,
                    "Average time per event over the runs (ExecuTorch Inspector semantics; operators inside a "
                    "delegate appear when the backend logs them and are also counted inside DELEGATE_CALL).")
@@ -140,6 +142,31 @@ def _gap_section(data: ReportData) -> Section:
     return Section("numerics", "Numeric gap", body, intro)
 
 
+def _module_time_section(data: ReportData) -> Section:
+    """Icicle of time by module (delegate-internal time in the module that ran it) + per-node table."""
+    from ..views.icicle import icicle_html, icicle_tree
+
+    att = data.attribution
+    s = att.summary()
+    frac = s["attributed_fraction"]
+    head = (f"<p>Per run: Method::execute {_ms(s['execute_ms'])}; delegates {_ms(s['delegate_ms'])}, of which "
+            f"operator events {_ms(s['delegate_internal_ms'])} ({_pct(frac)} attributed to ATen nodes) and delegate "
+            f"overhead {_ms(s['delegate_overhead_ms'])}; portable kernels {_ms(s['operator_ms'])}; framework tax "
+            f"{_ms(s['framework_ms'])}.</p>")
+    rows = []
+    for r in att.rows[:200]:
+        st = r.stats()
+        rows.append((r.node, r.op, r.module_path or ("(root)" if r.in_module else ""), r.source_line,
+                     r.inside_delegate, ", ".join(r.backend_ops[:3]) or ", ".join(r.events[:2]), r.match,
+                     st["p50"], st["avg"]))
+    body = head + icicle_html(icicle_tree(att)) + table_html(
+        rows, ["node", "ATen op", "module", "source line", "in delegate", "backend ops", "match", "p50 (ms)",
+               "avg (ms)"], table_id="node-time-table", numeric=(7, 8))
+    return Section("module-time", "Time by module", body,
+                   "Where the time goes, module by module: each box is as wide as its time; time inside a "
+                   "delegate is attributed to the ATen node the backend operator ran (hover a box for details).")
+
+
 def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str]) -> ReportPage:
     from ..views.html import generate_html, generate_multi_pass_html
 
@@ -183,6 +210,8 @@ def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str])
     if data.delegation is not None:
         page.sections.append(_delegation_section(data))
     page.sections.append(_latency_section(data))
+    if data.attribution is not None:
+        page.sections.append(_module_time_section(data))
     if data.gap_df is not None:
         page.sections.append(_gap_section(data))
     links = "".join(

@@ -1,1 +1,1 @@
-"""Views: text tables, the offline HTML viewer, Model Explorer JSON, Perfetto timelines."""
+"""Views: text tables, the offline HTML viewer, Model Explorer JSON, Perfetto timelines, the module-time icicle."""

@@ -6,6 +6,10 @@ the load/init events of the ``Default`` run. Trace viewers nest slices by time c
 children are clamped into their parent's interval when a runtime clock makes them overhang by a
 few ticks (the raw times stay in ``args``).
 
+Given an attribution (:func:`etlens.analysis.attribution.attribute`, e.g. ``inspector.attribution()``),
+delegate-internal slices are named by the ATen node they ran and its module
+(``aten_linear_default · attn.qkv``), the backend's own event name kept in ``args.backend_event``.
+
 Example::
 
     from etlens.views.perfetto import perfetto_trace, write_perfetto
@@ -39,13 +43,30 @@ def _op_types_by_event(inspector) -> dict[tuple[int, int], tuple[list[str], Any,
     return out
 
 
-def perfetto_trace(inspector) -> dict:
-    """The trace as a dict ``{"traceEvents": [...], "displayTimeUnit": "ns", "metadata": {...}}``."""
+def _attributed_names(inspector, attribution) -> dict[tuple[int, int], Any]:
+    """``{(run, event index): EventAttribution}`` of the delegate-internal events."""
+    out: dict[tuple[int, int], Any] = {}
+    if attribution is None:
+        return out
+    blocks = inspector.block_columns
+    for ea in attribution.events:
+        b = blocks[ea.block]
+        for j, r in enumerate(b.runs):
+            pe = int(b.prof_events[ea.index, j])
+            if pe >= 0:
+                out[(r, pe)] = ea
+    return out
+
+
+def perfetto_trace(inspector, attribution: Any = None) -> dict:
+    """The trace as a dict ``{"traceEvents": [...], "displayTimeUnit": "ns", "metadata": {...}}``;
+    with ``attribution``, delegate-internal slices carry their ATen node and module."""
     dump = inspector.etdump
     scale = inspector.source_time_scale.value
     # timestamps in the trace are microseconds; runtime ticks are ns unless told otherwise
     to_us = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "cycles": 1e-3}[scale]
     extra = _op_types_by_event(inspector)
+    named = _attributed_names(inspector, attribution)
     t0 = None
     for r in dump.runs:
         p = r.kind == PROFILE
@@ -95,6 +116,17 @@ def perfetto_trace(inspector) -> dict:
                     args["debug_handles"] = handles if isinstance(handles, int) else list(handles)
                 if backend:
                     args["backend"] = backend
+            ea = named.get((ri, i)) if delegated else None
+            if ea is not None:
+                args["backend_event"] = nm
+                args["match"] = ea.match.quality
+                if ea.match.handles:
+                    args["debug_handles"] = list(ea.match.handles)
+                    args["backend_ops"] = list(ea.match.backend_ops + ea.match.fused)
+                    args["aten_node"], args["aten_op"], args["module"] = ea.node, ea.op, ea.module_path
+                    nm = f"{ea.node} · {ea.module_path}" if ea.module_path else ea.node
+                else:
+                    nm = f"{nm} (unattributed)"
             cat = "delegate" if delegated else ("framework" if (nm or "").startswith(("Method::", "Program::"))
                                                 else ("delegate_call" if nm == DELEGATE_CALL else "operator"))
             events.append({"name": nm or "(unnamed)", "cat": cat, "ph": "X", "pid": 1, "tid": tid,
@@ -104,8 +136,8 @@ def perfetto_trace(inspector) -> dict:
             "metadata": {"source": "etlens", "etdump": dump.path, "time_scale": scale}}
 
 
-def write_perfetto(inspector, path: str) -> str:
+def write_perfetto(inspector, path: str, attribution: Any = None) -> str:
     """Write :func:`perfetto_trace` to ``path``; returns the path."""
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(perfetto_trace(inspector), f)
+        json.dump(perfetto_trace(inspector, attribution), f)
     return path

@@ -73,7 +73,8 @@ class Inspector:
     ``enable_module_hierarchy`` (accepted; module keys are always available);
     ``reference_graph_name`` (``edge_dialect_graph_module`` = the edge program, or a graph-map
     name). etlens extras: ``method`` (which method's maps to use; default ``forward``, or the only
-    method of the record), ``progress`` (show a progress bar).
+    method of the record), ``progress`` (show a progress bar), ``pte`` (the program, so that
+    :meth:`attribution` / :meth:`node_dataframe` can attribute time inside delegates to ATen nodes).
 
     Bad input: a wrong or truncated ``.etdp`` raises :class:`~etlens.errors.FormatError`; a
     missing debug buffer or one too short for some tensors, or an ETRecord whose handles do not
@@ -99,6 +100,7 @@ class Inspector:
         *,
         method: Optional[str] = None,
         debug_buffer_data: Optional[bytes] = None,
+        pte: Any = None,
     ) -> None:
         source_time_scale, target_time_scale = TimeScale(source_time_scale), TimeScale(target_time_scale)
         if (source_time_scale == TimeScale.CYCLES) ^ (target_time_scale == TimeScale.CYCLES):
@@ -135,6 +137,9 @@ class Inspector:
         self._reference_outputs: dict = {}
         self._method = method
         self._block_methods: list[str] = []
+        #: the program (path or read ``PteArtifact``) used to look inside delegates (etlens extra)
+        self.pte = pte
+        self._attribution: Any = None
         self._consume_etrecord()
 
     # -- construction helpers ----------------------------------------------------------------------
@@ -401,8 +406,19 @@ class Inspector:
         """Write the printed table as TSV (for spreadsheets)."""
         self.printed_dataframe(include_units, include_delegate_debug_data).to_csv(file, sep="\t")
 
-    def find_total_for_module(self, module_name: str) -> float:
-        """Sum of average times of the events (not ``OPERATOR_CALL``) inside module ``module_name``."""
+    def find_total_for_module(self, module_name: str, *, include_delegate_internals: bool = False) -> float:
+        """Sum of average times of the events (not ``OPERATOR_CALL``) inside module ``module_name``.
+
+        By default ExecuTorch's rule: events whose module hierarchy names the module, so time
+        inside a delegate counts only when the whole ``DELEGATE_CALL`` carries the module.
+        ``include_delegate_internals=True`` (etlens) counts per ATen node instead, time inside
+        delegates attributed to the node that ran it (needs ``pte=`` for delegates; see
+        :meth:`attribution`).
+        """
+        if include_delegate_internals:
+            from .nodes import module_total
+
+            return module_total(self.attribution(), module_name)
         total = 0.0
         for b in self._blocks:
             stats = b.stats()
@@ -419,6 +435,27 @@ class Inspector:
         return total
 
     # -- beyond ExecuTorch ---------------------------------------------------------------------------
+    def attribution(self, pte: Any = None):
+        """Every timed event attributed to ATen nodes, delegate-internal events included, plus the
+        framework tax (:class:`etlens.analysis.attribution.Attribution`). ``pte`` (path or read
+        program; default the constructor's ``pte=``) lets the backend plug-in look inside delegates;
+        without it their internal time is an ``<unattributed>`` remainder."""
+        from ..attribution import attribute
+
+        if pte is not None and pte is not self.pte:
+            self.pte, self._attribution = pte, None
+        if self._attribution is None:
+            self._attribution = attribute(self, self.pte)
+        return self._attribution
+
+    def node_dataframe(self, include_units: bool = True, pte: Any = None):
+        """One row per ATen node: ``node, debug_handles, op, module_path, source_line,
+        inside_delegate, backend, backend_ops, match, p10/p50/p90/avg (ms)``; time inside delegates
+        lands on the node that ran it, the rest in an ``<unattributed>`` row."""
+        from .nodes import node_frame
+
+        return node_frame(self.attribution(pte), include_units)
+
     def get_op_list(self, event_block: str, show_delegated_ops: Optional[bool] = True) -> Dict[str, List[Event]]:
         """``{op type: [Event, ...]}`` of the block named ``event_block`` (``OPERATOR_CALL`` rows skipped).
 
