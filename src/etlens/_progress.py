@@ -90,9 +90,20 @@ def quiet(enabled: bool = True) -> Iterator[str | None]:
     _CONSOLE = os.fdopen(os.dup(saved_err), "w", buffering=1)
     os.dup2(fd, 2)
     failed = False
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")  # shown once each, into the log
+            log_warning = warnings.showwarning
+
+            def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                     line: Any = None) -> None:
+                if os.path.abspath(filename).startswith(here):  # etlens' own warnings are for the user
+                    print(f"etlens: warning: {message}", file=console())
+                else:
+                    log_warning(message, category, filename, lineno, file, line)
+
+            warnings.showwarning = show
             yield log_path
     except BaseException as exc:
         failed = True

@@ -27,53 +27,17 @@ Needs the ``executorch`` extra. Example::
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
-import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import BackendUnavailableError, EtlensError
+from ..errors import BackendUnavailableError
+from ..passes.loader import ModelError, user_code
 
 __all__ = ["DeviceArtifacts", "ModelError", "quantize_pt2e", "lower", "run_with_etdump", "build_and_run"]
 
 #: Fixed debug buffer size of earlier versions (bytes); ``None`` now means "sized from the program".
 DEFAULT_DEBUG_BUFFER = 1 << 20
-
-
-class ModelError(EtlensError):
-    """The user's model (or export/quantization of it) raised: the message names the stage and the user's frame."""
-
-
-def _user_frame(exc: BaseException) -> str | None:
-    """``file:line in func`` of the innermost traceback frame outside Python, torch and etlens (the user's code)."""
-    skip = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(os.__file__)]
-    skip += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-    frames = traceback.extract_tb(exc.__traceback__)
-    for fr in reversed(frames):
-        path = os.path.abspath(fr.filename)
-        if fr.filename.startswith("<") or any(path.startswith(d + os.sep) for d in skip if d):
-            continue
-        return f"{fr.filename}:{fr.lineno} in {fr.name}"
-    return None
-
-
-class _user_stage:
-    """``with _user_stage("export", "build"):`` turns any non-etlens exception into a :class:`ModelError`."""
-
-    def __init__(self, stage: str, name: str):
-        self.stage, self.name = stage, name
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, etype: Any, exc: BaseException | None, tb: Any) -> bool:
-        if exc is None or isinstance(exc, (EtlensError, KeyboardInterrupt)) or not isinstance(exc, Exception):
-            return False
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        where = _user_frame(exc)
-        raise ModelError(f"export of {self.name}() failed at {self.stage}: {type(exc).__name__}: {msg}"
-                         + (f" ({where})" if where else "")) from exc
 
 
 @dataclass
@@ -207,11 +171,11 @@ def build_and_run(model, inputs, out_dir: str, *, name: str = "model", backend: 
     arts = DeviceArtifacts(pte=base + ".pte", etrecord=base + ".etrecord", etdump=base + ".etdp",
                            debug_buffer=base + ".debug.bin", pt2=base + ".pt2" if save_pt2 else None)
     stage("export")
-    with _user_stage("export", name):
+    with user_code("export", name):
         ep = torch.export.export(model, inputs)
     if quantize:
         stage("quantize")
-        with _user_stage("quantize", name):
+        with user_code("quantize", name):
             quantized = quantize_pt2e(ep.module(), inputs, backend=cfg)
             ep = torch.export.export(quantized, inputs)
     stage("lower")
