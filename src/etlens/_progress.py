@@ -93,7 +93,6 @@ def quiet(enabled: bool = True) -> Iterator[str | None]:
     here = os.path.dirname(os.path.abspath(__file__)) + os.sep
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("default")  # shown once each, into the log
             log_warning = warnings.showwarning
 
             def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,

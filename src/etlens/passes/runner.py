@@ -12,8 +12,9 @@ no message. Here both native stages run in a fresh ``python`` child:
   for intermediate outputs), run it ``runs`` times, write the ``.etdp`` (+ debug buffer); returns
   the outputs of the last run.
 
-One child per stage, not per run: a child pays the ``import torch`` + ``executorch`` cost once
-(about 3-8 s on a loaded 2-core machine, measured with ``python -X importtime``).
+One child per job, not per run: a child pays the ``import torch`` + ``executorch`` cost once
+(about 8 s of CPU; 30 s of wall time on a loaded 2-core machine), so :func:`lower_and_run` does
+both stages in one child, announcing each stage so a failure still names the one it happened in.
 
 Data crosses the boundary as files: a JSON job, tensors through ``torch.save`` and
 ``torch.load(weights_only=True)`` (no pickles of arbitrary objects), the program as ``.pte`` /
@@ -53,7 +54,8 @@ from typing import Any, Callable
 
 from ..errors import EtlensError
 
-__all__ = ["ChildProcessError", "debug_buffer_bytes", "has_quantized_ops", "run_program", "lower_program"]
+__all__ = ["ChildProcessError", "debug_buffer_bytes", "has_quantized_ops", "run_program", "lower_program",
+           "lower_and_run"]
 
 #: bytes per logged tensor are rounded up to this (ExecuTorch's BufferDataSink default alignment)
 _ALIGN = 64
@@ -61,7 +63,6 @@ _ALIGN = 64
 _QUANT_NAMESPACE = "quantized_decomposed"
 #: an ExecuTorch native log line: ``[file.cpp:42] message`` (or ``E 00:00:00.123 executorch:file.cpp:42] …``)
 _NATIVE_LOG = re.compile(r"^(?:[DIWEF] \d\d:\d\d:\d\d\.\d+ executorch:|\[)[\w./-]+:\d+\] (.*)$")
-_PROTOCOL_FD_ENV = "ETLENS_CHILD_PROTOCOL_FD"
 
 
 class ChildProcessError(EtlensError):
@@ -151,34 +152,63 @@ def _last_native_line(log: str) -> str | None:
     return lines[-1] if lines else None
 
 
-def _spawn(stage: str, job: dict[str, Any], work: str, *, verbose: bool, on_line: Callable[[str], None] | None,
-           advice: str) -> None:
-    """Run the child for ``job``; raise :class:`ChildProcessError` naming ``stage`` when it fails."""
+#: stage key (as the child announces it) -> (name in messages, what to change when it crashes)
+_STAGES = {
+    "lower": ("lower", "backend {backend!r}: try --backend portable, or rerun with -v to see the lowering log"),
+    "run": ("run on the ExecuTorch runtime",
+            "debug buffer: {size} for {runs} run(s); a larger --debug-buffer-size (bytes) or fewer --runs avoids "
+            "'Ran out of space' aborts"),
+}
+
+
+def _spawn(job: dict[str, Any], work: str, *, verbose: bool, on_stage: Callable[[str], Any] | None = None,
+           on_run: Callable[[int], Any] | None = None) -> None:
+    """Run the child for ``job``; raise :class:`ChildProcessError` naming the stage it was in when it failed.
+
+    The child announces ``stage lower`` / ``stage run`` / ``size N`` / ``run I`` on its stdout.
+    """
     job_path = os.path.join(work, "job.json")
     log_path = os.path.join(work, "child.log")
     with open(job_path, "w", encoding="utf-8") as f:
         json.dump(job, f)
+    facts: dict[str, Any] = {"stage": job["stages"][0], "backend": job.get("backend"), "runs": job.get("runs"),
+                             "size": f"{job.get('debug_buffer_size')} bytes" if job.get("debug") else "none"}
     cmd = [sys.executable, "-c", "from etlens.passes.runner import _child_main; _child_main()", job_path]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None if verbose else log, env=_child_env(),
-                                text=True, bufsize=1)
+    with open(log_path, "wb") as log, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None if verbose else log,
+                                                       env=_child_env(), text=True, bufsize=1) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
-            if on_line is not None:
-                on_line(line.strip())
+            word, _, rest = line.strip().partition(" ")
+            if word == "stage":
+                facts["stage"] = rest
+                if on_stage is not None:
+                    on_stage(rest)
+            elif word == "size":
+                facts["size"] = f"{rest} bytes (sized from the program)"
+            elif word == "run" and on_run is not None:
+                on_run(int(rest))
         code = proc.wait()
     if code == 0:
         return
+    label, advice = _STAGES[facts["stage"]]
+    advice = advice.format(**facts)
     err_path = os.path.join(work, "error.json")
     if os.path.exists(err_path):
         with open(err_path, encoding="utf-8") as f:
             err = json.load(f)
-        raise ChildProcessError(f"{stage} failed: {err['type']}: {err['message']}")
+        raise ChildProcessError(f"{label} failed: {err['type']}: {err['message']}; {advice}")
     with open(log_path, encoding="utf-8", errors="replace") as f:
         cause = _last_native_line(f.read())
     how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
     shown = f": {cause}" if cause else (" (rerun with -v to see its log)" if not verbose else "")
-    raise ChildProcessError(f"{stage} crashed in its child process ({how}){shown}; {advice}")
+    raise ChildProcessError(f"{label} crashed in its child process ({how}){shown}; {advice}")
+
+
+def _save_inputs(inputs: Any, path: str) -> str:
+    import torch
+
+    torch.save(list(inputs) if isinstance(inputs, (list, tuple)) else [inputs], path)
+    return path
 
 
 def run_program(pte_path: str, inputs: Any, *, runs: int = 1, etdump_path: str, debug_path: str | None = None,
@@ -209,25 +239,21 @@ def run_program(pte_path: str, inputs: Any, *, runs: int = 1, etdump_path: str, 
     if load_quantized_kernels is None:
         load_quantized_kernels = has_quantized_ops(pte_path)
     with tempfile.TemporaryDirectory(prefix="etlens-run-") as work:
-        in_path, out_path = os.path.join(work, "inputs.pt"), os.path.join(work, "outputs.pt")
-        torch.save(list(inputs) if isinstance(inputs, (list, tuple)) else [inputs], in_path)
-        job = {"stage": "run", "pte": os.path.abspath(pte_path), "inputs": in_path, "outputs": out_path,
-               "runs": int(runs), "etdump": os.path.abspath(etdump_path),
-               "debug": os.path.abspath(debug_path) if debug_path else None,
-               "debug_buffer_size": int(debug_buffer_size or 0), "quantized": bool(load_quantized_kernels)}
-
-        def line(text: str) -> None:
-            if on_run is not None and text.startswith("run "):
-                on_run(int(text.split()[1]))
-
-        size = f"{debug_buffer_size} bytes" if debug_path else "none"
-        _spawn("run on the ExecuTorch runtime", job, work, verbose=verbose, on_line=line,
-               advice=f"debug buffer: {size} for {runs} run(s); a larger --debug-buffer-size (bytes) or fewer "
-                      "--runs avoids 'Ran out of space' aborts")
-        outputs = torch.load(out_path, weights_only=True)
+        job = _run_job(work, pte_path, inputs, runs, etdump_path, debug_path, debug_buffer_size)
+        job.update(stages=["run"], quantized=bool(load_quantized_kernels))
+        _spawn(job, work, verbose=verbose, on_run=on_run)
+        outputs = torch.load(job["outputs"], weights_only=True)
     if debug_path:
         _trim_debug_buffer(etdump_path, debug_path)
     return outputs
+
+
+def _run_job(work: str, pte_path: str, inputs: Any, runs: int, etdump_path: str, debug_path: str | None,
+             debug_buffer_size: int | None) -> dict[str, Any]:
+    return {"pte": os.path.abspath(pte_path), "inputs": _save_inputs(inputs, os.path.join(work, "inputs.pt")),
+            "outputs": os.path.join(work, "outputs.pt"), "runs": int(runs), "etdump": os.path.abspath(etdump_path),
+            "debug": os.path.abspath(debug_path) if debug_path else None,
+            "debug_buffer_size": None if debug_buffer_size is None else int(debug_buffer_size)}
 
 
 def _trim_debug_buffer(etdump_path: str, debug_path: str) -> None:
@@ -262,18 +288,42 @@ def lower_program(ep_path: str, pte_path: str, etrecord_path: str, *, backend: s
     Raises:
         ChildProcessError: lowering raised or crashed (the message names the stage "lower").
     """
+    with tempfile.TemporaryDirectory(prefix="etlens-lower-") as work:
+        job = _lower_job(work, ep_path, pte_path, etrecord_path, backend, representative_inputs)
+        job.update(stages=["lower"], quantized=bool(load_quantized_kernels))
+        _spawn(job, work, verbose=verbose)
+
+
+def _lower_job(work: str, ep_path: str, pte_path: str, etrecord_path: str, backend: str,
+               representative_inputs: Any) -> dict[str, Any]:
+    return {"ep": os.path.abspath(ep_path), "pte": os.path.abspath(pte_path),
+            "etrecord": os.path.abspath(etrecord_path), "backend": backend,
+            "representative_inputs": None if representative_inputs is None else
+            _save_inputs(representative_inputs, os.path.join(work, "representative.pt"))}
+
+
+def lower_and_run(ep_path: str, pte_path: str, etrecord_path: str, inputs: Any, *, backend: str = "xnnpack",
+                  runs: int = 1, etdump_path: str, debug_path: str | None = None,
+                  debug_buffer_size: int | None = None, load_quantized_kernels: bool = False,
+                  on_stage: Callable[[str], Any] | None = None, on_run: Callable[[int], Any] | None = None,
+                  verbose: bool = False) -> list:
+    """:func:`lower_program` then :func:`run_program` in ONE child (one ``import torch`` + executorch, not two).
+
+    The child announces each stage (``on_stage("lower")``, ``on_stage("run")``) and sizes the
+    debug buffer from the ``.pte`` it wrote when ``debug_buffer_size`` is ``None``; a failure
+    names the stage it happened in. Returns the outputs of the last run.
+    """
     import torch
 
-    with tempfile.TemporaryDirectory(prefix="etlens-lower-") as work:
-        in_path = None
-        if representative_inputs is not None:
-            in_path = os.path.join(work, "inputs.pt")
-            torch.save(list(representative_inputs), in_path)
-        job = {"stage": "lower", "ep": os.path.abspath(ep_path), "pte": os.path.abspath(pte_path),
-               "etrecord": os.path.abspath(etrecord_path), "backend": backend, "inputs": in_path,
-               "quantized": bool(load_quantized_kernels)}
-        _spawn("lower", job, work, verbose=verbose, on_line=None,
-               advice=f"backend {backend!r}: try --backend portable, or rerun with -v to see the lowering log")
+    with tempfile.TemporaryDirectory(prefix="etlens-lower-run-") as work:
+        job = _lower_job(work, ep_path, pte_path, etrecord_path, backend, inputs)
+        job.update(_run_job(work, pte_path, inputs, runs, etdump_path, debug_path, debug_buffer_size))
+        job.update(stages=["lower", "run"], quantized=bool(load_quantized_kernels))
+        _spawn(job, work, verbose=verbose, on_stage=on_stage, on_run=on_run)
+        outputs = torch.load(job["outputs"], weights_only=True)
+    if debug_path:
+        _trim_debug_buffer(etdump_path, debug_path)
+    return outputs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,20 +340,26 @@ def _child_main() -> None:
     try:
         if job.get("quantized"):
             _load_quantized_kernels()
-        if job["stage"] == "run":
-            _child_run(job, proto)
-        else:
-            _child_lower(job)
+        for stage in job["stages"]:
+            proto.write(f"stage {stage}\n")
+            if stage == "lower":
+                _child_lower(job)
+            else:
+                if job["debug"] and job["debug_buffer_size"] is None:
+                    job["debug_buffer_size"] = debug_buffer_bytes(job["pte"], job["runs"])
+                    proto.write(f"size {job['debug_buffer_size']}\n")
+                _child_run(job, proto)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises an EtlensError
         import traceback
 
         traceback.print_exc()
+        text = str(exc).strip()
         with open(os.path.join(os.path.dirname(job_path), "error.json"), "w", encoding="utf-8") as f:
-            json.dump({"type": type(exc).__name__, "message": str(exc).strip().splitlines()[0] if str(exc).strip()
-                       else "", "traceback": traceback.format_exc()}, f)
+            json.dump({"type": type(exc).__name__, "message": text.splitlines()[0] if text else "",
+                       "traceback": traceback.format_exc()}, f)
         sys.stderr.flush()
         os._exit(1)
-    proto.flush()
+    proto.close()
     sys.stderr.flush()
 
 
@@ -346,6 +402,6 @@ def _child_lower(job: dict[str, Any]) -> None:
     with open(job["pte"], "wb") as f:
         f.write(et.buffer)
     record = et.get_etrecord()
-    if job.get("inputs"):
-        record.update_representative_inputs([tuple(torch.load(job["inputs"], weights_only=True))])
+    if job.get("representative_inputs"):
+        record.update_representative_inputs([tuple(torch.load(job["representative_inputs"], weights_only=True))])
     record.save(job["etrecord"])

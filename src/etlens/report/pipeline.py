@@ -157,8 +157,6 @@ def build_and_run(model, inputs, out_dir: str, *, name: str = "model", backend: 
     _require_executorch("lowering")
     import torch
 
-    from ..passes.runner import lower_program
-
     def stage(label: str) -> None:
         if on_stage is not None:
             on_stage(label)
@@ -179,30 +177,34 @@ def build_and_run(model, inputs, out_dir: str, *, name: str = "model", backend: 
             quantized = quantize_pt2e(ep.module(), inputs, backend=cfg)
             ep = torch.export.export(quantized, inputs)
     stage("lower")
-    registered = isinstance(backend, str) or backend is None
-    if registered:
+    quantized = quantize or _has_quantized_nodes(ep)
+    if isinstance(backend, str) or backend is None:  # a registered name: lower and run in one child
+        from ..passes.runner import lower_and_run
+
         with tempfile.TemporaryDirectory(prefix="etlens-ep-") as tmp:
             ep_path = arts.pt2 or os.path.join(tmp, "program.pt2")
             torch.export.save(ep, ep_path)
-            lower_program(ep_path, arts.pte, arts.etrecord, backend=cfg.name, representative_inputs=inputs,
-                          load_quantized_kernels=quantize or _has_quantized_nodes(ep), verbose=verbose)
-    else:
-        from executorch.exir import to_edge_transform_and_lower
+            lower_and_run(ep_path, arts.pte, arts.etrecord, inputs, backend=cfg.name, runs=runs,
+                          etdump_path=arts.etdump, debug_path=arts.debug_buffer, debug_buffer_size=debug_buffer_size,
+                          load_quantized_kernels=quantized, verbose=verbose,
+                          on_stage=lambda s: stage(s) if s == "run" else None, on_run=on_run)
+        return arts
+    from executorch.exir import to_edge_transform_and_lower
 
-        edge = to_edge_transform_and_lower(ep, partitioner=cfg.partitioners(), generate_etrecord=True)
-        if quantize or _has_quantized_nodes(ep):
-            _load_quantized_kernels()
-        et = edge.to_executorch()
-        with open(arts.pte, "wb") as f:
-            f.write(et.buffer)
-        record = et.get_etrecord()
-        record.update_representative_inputs([inputs])
-        record.save(arts.etrecord)
-        if save_pt2:
-            torch.export.save(ep, arts.pt2)
-    stage("run")
     from ..passes.runner import run_program
 
+    edge = to_edge_transform_and_lower(ep, partitioner=cfg.partitioners(), generate_etrecord=True)
+    if quantized:
+        _load_quantized_kernels()
+    et = edge.to_executorch()
+    with open(arts.pte, "wb") as f:
+        f.write(et.buffer)
+    record = et.get_etrecord()
+    record.update_representative_inputs([inputs])
+    record.save(arts.etrecord)
+    if save_pt2:
+        torch.export.save(ep, arts.pt2)
+    stage("run")
     run_program(arts.pte, inputs, runs=runs, etdump_path=arts.etdump, debug_path=arts.debug_buffer,
                 debug_buffer_size=debug_buffer_size, on_run=on_run, verbose=verbose)
     return arts
