@@ -105,7 +105,7 @@ def test_corpus_model_runs_with_a_buffer_sized_from_the_program(arch, tmp_path):
     arts = tmp_path / f"{arch}_artifacts"
     pte = arts / f"{arch}.pte"
     dump = read_etdump(str(arts / f"{arch}.etdp")).dump
-    assert len(dump.runs) == 3 and all(len(r.debug_indices()) for r in dump.runs)
+    assert sum(1 for r in dump.runs if len(r.debug_indices())) == 3  # every run logged (+ a load block)
     used = os.path.getsize(arts / f"{arch}.debug.bin")  # trimmed to the bytes the ETDump points into
     assert 0 < used <= debug_buffer_bytes(str(pte), 3)
     assert result.worst_gap is not None  # intermediate outputs were logged and compared
