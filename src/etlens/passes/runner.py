@@ -54,7 +54,7 @@ from typing import Any, Callable
 
 from ..errors import EtlensError
 
-__all__ = ["ChildProcessError", "debug_buffer_bytes", "has_quantized_ops", "run_program", "lower_program",
+__all__ = ["NativeStageError", "debug_buffer_bytes", "has_quantized_ops", "run_program", "lower_program",
            "lower_and_run"]
 
 #: bytes per logged tensor are rounded up to this (ExecuTorch's BufferDataSink default alignment)
@@ -65,7 +65,7 @@ _QUANT_NAMESPACE = "quantized_decomposed"
 _NATIVE_LOG = re.compile(r"^(?:[DIWEF] \d\d:\d\d:\d\d\.\d+ executorch:|\[)[\w./-]+:\d+\] (.*)$")
 
 
-class ChildProcessError(EtlensError):
+class NativeStageError(EtlensError):
     """A native stage (lowering, the runtime) failed in its child process; the message says why."""
 
 
@@ -163,7 +163,7 @@ _STAGES = {
 
 def _spawn(job: dict[str, Any], work: str, *, verbose: bool, on_stage: Callable[[str], Any] | None = None,
            on_run: Callable[[int], Any] | None = None) -> None:
-    """Run the child for ``job``; raise :class:`ChildProcessError` naming the stage it was in when it failed.
+    """Run the child for ``job``; raise :class:`NativeStageError` naming the stage it was in when it failed.
 
     The child announces ``stage lower`` / ``stage run`` / ``size N`` / ``run I`` on its stdout.
     """
@@ -196,12 +196,12 @@ def _spawn(job: dict[str, Any], work: str, *, verbose: bool, on_stage: Callable[
     if os.path.exists(err_path):
         with open(err_path, encoding="utf-8") as f:
             err = json.load(f)
-        raise ChildProcessError(f"{label} failed: {err['type']}: {err['message']}; {advice}")
+        raise NativeStageError(f"{label} failed: {err['type']}: {err['message']}; {advice}")
     with open(log_path, encoding="utf-8", errors="replace") as f:
         cause = _last_native_line(f.read())
     how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
     shown = f": {cause}" if cause else (" (rerun with -v to see its log)" if not verbose else "")
-    raise ChildProcessError(f"{label} crashed in its child process ({how}){shown}; {advice}")
+    raise NativeStageError(f"{label} crashed in its child process ({how}){shown}; {advice}")
 
 
 def _save_inputs(inputs: Any, path: str) -> str:
@@ -229,7 +229,7 @@ def run_program(pte_path: str, inputs: Any, *, runs: int = 1, etdump_path: str, 
         verbose: show the child's stderr (warnings, native log lines) instead of hiding it.
 
     Raises:
-        ChildProcessError: the runtime failed or aborted (the message names the cause and the
+        NativeStageError: the runtime failed or aborted (the message names the cause and the
             ``--debug-buffer-size`` / ``--runs`` flags).
     """
     import torch
@@ -286,7 +286,7 @@ def lower_program(ep_path: str, pte_path: str, etrecord_path: str, *, backend: s
     quantized kernels library first (needed when the program has ``quantized_decomposed`` ops).
 
     Raises:
-        ChildProcessError: lowering raised or crashed (the message names the stage "lower").
+        NativeStageError: lowering raised or crashed (the message names the stage "lower").
     """
     with tempfile.TemporaryDirectory(prefix="etlens-lower-") as work:
         job = _lower_job(work, ep_path, pte_path, etrecord_path, backend, representative_inputs)
