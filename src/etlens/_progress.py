@@ -35,8 +35,18 @@ _CONSOLE: Any = None
 
 
 def console() -> Any:
-    """The stream the user sees: the real stderr, even while :func:`quiet` redirects fd 2."""
-    return _CONSOLE if _CONSOLE is not None else sys.stderr
+    """The stream the user sees: the real stderr, even while :func:`quiet` redirects fd 2.
+
+    When ``sys.stderr`` is not the fd-2 stream (pytest's ``capsys``, a notebook), it is what the
+    user sees, so it is returned as is.
+    """
+    if _CONSOLE is None:
+        return sys.stderr
+    try:
+        fd = sys.stderr.fileno()
+    except Exception:  # noqa: BLE001 - a replaced, non-file stream
+        return sys.stderr
+    return _CONSOLE if fd == 2 else sys.stderr
 
 
 def progress(iterable: Iterable[T] | None = None, *, total: int | None = None, desc: str = "",
