@@ -32,6 +32,19 @@ def test_debug_and_verbose_parse_after_the_subcommand():
         parser.parse_args(["report", "--demo", "--debug-buf", "x"])
 
 
+def test_the_cause_is_the_childs_last_native_line():
+    from etlens.passes.runner import _last_native_line
+
+    log = ("Failed to load /x/torchao/_C.so: nope\n[cpuinfo_utils.cpp:125] CPU info mismatch\n"
+           "[buffer_data_sink.cpp:47] Ran out of space to store intermediate outputs.\n"
+           "[etdump_flatcc.cpp:650] In function log_evalue(), assert failed (offset.ok()): write failed\n")
+    assert _last_native_line(log) == ("Ran out of space to store intermediate outputs. (In function log_evalue(), "
+                                      "assert failed (offset.ok()): write failed)")
+    assert _last_native_line("E 00:00:01.000123 executorch:method.cpp:1200] Kernel failed\n") == "Kernel failed"
+    assert _last_native_line("plain python error\n") == "plain python error"
+    assert _last_native_line("") is None
+
+
 def test_user_model_error_names_stage_and_user_frame(tmp_path, capsys):
     pytest.importorskip("executorch.exir")
     src = tmp_path / "mymodel.py"

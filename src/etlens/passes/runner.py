@@ -196,7 +196,7 @@ def _spawn(job: dict[str, Any], work: str, *, verbose: bool, on_stage: Callable[
     if os.path.exists(err_path):
         with open(err_path, encoding="utf-8") as f:
             err = json.load(f)
-        raise NativeStageError(f"{label} failed: {err['type']}: {err['message']}; {advice}")
+        raise NativeStageError(f"{label} failed: {err['type']}: {err['message']} (rerun with -v for the child's log)")
     with open(log_path, encoding="utf-8", errors="replace") as f:
         cause = _last_native_line(f.read())
     how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
