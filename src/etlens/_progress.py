@@ -1,21 +1,134 @@
-"""Progress bars that show on a terminal and stay silent when output is piped."""
+"""Progress bars that show on a terminal and stay silent when output is piped, and a quiet mode.
+
+* :func:`progress` — a tqdm bar on the console (stderr) when it is a terminal, else a no-op bar;
+* :class:`StageBar` — one bar for a multi-stage job (``export``, ``lower``, ``run 3/5`` …): the
+  current stage and the elapsed time;
+* :func:`quiet` — hide third-party noise (Python warnings, torch/torchao log lines, native
+  ``[cpuinfo_utils.cpp:…]`` lines — all of them written to stderr) for the duration of a job by
+  pointing file descriptor 2 at a log file; stdout (the command's own output) and the bars (a
+  duplicate of the real stderr) still reach the terminal. On an exception the log is kept and
+  its path is attached to the exception as ``etlens_log``.
+
+Example::
+
+    with quiet(enabled=not verbose):
+        bar = StageBar(total=4, desc="etlens report")
+        bar.stage("export"); ...; bar.advance()
+        bar.close()
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
-from typing import Iterable, TypeVar
+import tempfile
+import warnings
+from typing import Any, Iterable, Iterator, TypeVar
 
-__all__ = ["progress"]
+__all__ = ["progress", "StageBar", "quiet", "console"]
 
 T = TypeVar("T")
 
+#: where bars write while :func:`quiet` holds stderr (a duplicate of the real stderr)
+_CONSOLE: Any = None
+
+
+def console() -> Any:
+    """The stream the user sees: the real stderr, even while :func:`quiet` redirects fd 2.
+
+    When ``sys.stderr`` is not the fd-2 stream (pytest's ``capsys``, a notebook), it is what the
+    user sees, so it is returned as is.
+    """
+    if _CONSOLE is None:
+        return sys.stderr
+    try:
+        fd = sys.stderr.fileno()
+    except Exception:  # noqa: BLE001 - a replaced, non-file stream
+        return sys.stderr
+    return _CONSOLE if fd == 2 else sys.stderr
+
 
 def progress(iterable: Iterable[T] | None = None, *, total: int | None = None, desc: str = "",
-             unit: str = "it", enabled: bool | None = None):
-    """Wrap ``iterable`` in a tqdm bar on stderr when stderr is a terminal, else return a no-op bar."""
+             unit: str = "it", enabled: bool | None = None, bar_format: str | None = None):
+    """Wrap ``iterable`` in a tqdm bar on the console when it is a terminal, else return a no-op bar."""
+    out = console()
     if enabled is None:
-        enabled = sys.stderr.isatty()
+        enabled = bool(getattr(out, "isatty", lambda: False)())
     from tqdm import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr,
-                leave=False, dynamic_ncols=True)
+    return tqdm(iterable, total=total, desc=desc, unit=unit, disable=not enabled, file=out,
+                leave=False, dynamic_ncols=True, bar_format=bar_format)
+
+
+class StageBar:
+    """One bar over the stages of a job: ``etlens report: lower |████   | 3/9 [00:41]``."""
+
+    def __init__(self, total: int, desc: str, enabled: bool | None = None):
+        self.desc = desc
+        self.bar = progress(total=total, desc=desc, unit="step", enabled=enabled,
+                            bar_format="{desc} |{bar}| {n_fmt}/{total_fmt} [{elapsed}]")
+
+    def stage(self, name: str) -> None:
+        """Show ``name`` as the current stage."""
+        self.bar.set_description_str(f"{self.desc}: {name}")
+
+    def advance(self, n: int = 1) -> None:
+        self.bar.update(n)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+@contextlib.contextmanager
+def quiet(enabled: bool = True) -> Iterator[str | None]:
+    """Send stderr (fd 2: warnings, log lines, native output) to a temporary log; yield its path.
+
+    Disabled: a no-op yielding ``None``. The log is deleted when the block succeeds and kept (its
+    path set as ``exc.etlens_log``) when it raises, so the error message can point at it.
+    """
+    global _CONSOLE
+    if not enabled:
+        yield None
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    fd, log_path = tempfile.mkstemp(prefix="etlens-", suffix=".log")
+    saved_err = os.dup(2)
+    previous_console = _CONSOLE
+    _CONSOLE = os.fdopen(os.dup(saved_err), "w", buffering=1)
+    os.dup2(fd, 2)
+    failed = False
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    try:
+        with warnings.catch_warnings():
+            log_warning = warnings.showwarning
+
+            def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                     line: Any = None) -> None:
+                if os.path.abspath(filename).startswith(here):  # etlens' own warnings are for the user
+                    print(f"etlens: warning: {message}", file=console())
+                else:
+                    log_warning(message, category, filename, lineno, file, line)
+
+            warnings.showwarning = show
+            yield log_path
+    except BaseException as exc:
+        failed = True
+        with contextlib.suppress(Exception):
+            exc.etlens_log = log_path  # type: ignore[attr-defined]
+        raise
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.dup2(saved_err, 2)
+        for f in (saved_err, fd):
+            os.close(f)
+        with contextlib.suppress(Exception):
+            _CONSOLE.close()
+        _CONSOLE = previous_console
+        if not failed:
+            with contextlib.suppress(OSError):
+                os.unlink(log_path)

@@ -5,18 +5,33 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["add_command", "write_text"]
+__all__ = ["add_command", "add_global_flags", "write_text"]
+
+
+def add_global_flags(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """``--debug`` and ``-v/--verbose`` on ``parser`` (on subparsers too, so ``etlens report --debug`` works).
+
+    ``suppress``: a subparser's flags default to "not given", so the top-level value is kept.
+    """
+    default = argparse.SUPPRESS if suppress else False
+    parser.add_argument("--debug", action="store_true", default=default,
+                        help="show full tracebacks on errors")
+    parser.add_argument("-v", "--verbose", action="store_true", default=default,
+                        help="show third-party warnings and native log lines (hidden by default)")
 
 
 def add_command(sub, name: str, help: str, example: str, description: str | None = None) -> argparse.ArgumentParser:
     """Add a subcommand parser whose epilog shows a real example."""
-    return sub.add_parser(
+    parser = sub.add_parser(
         name,
         help=help,
         description=description or help,
         epilog=f"example:\n  {example}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
+    add_global_flags(parser, suppress=True)
+    return parser
 
 
 def write_text(text: str, out: str | None) -> None:

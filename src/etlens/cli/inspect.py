@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 
+from .._progress import console
 from ._common import add_command, write_text
 
 __all__ = ["register", "run"]
@@ -106,7 +107,7 @@ def run(args) -> int:
     import os
 
     size = os.path.getsize(args.etdump) if os.path.exists(args.etdump) else 0
-    bar = progress(total=3, desc="etlens inspect", unit="step", enabled=sys.stderr.isatty() and size > (1 << 20))
+    bar = progress(total=3, desc="etlens inspect", unit="step", enabled=console().isatty() and size > (1 << 20))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         bar.set_description("reading ETDump, grouping events" + (" + ETRecord" if args.etrecord else ""))
@@ -152,7 +153,7 @@ def run(args) -> int:
     for w in caught:
         if "Output Buffer not found" in str(w.message) and args.format != "table":
             continue
-        print(f"etlens: warning: {w.message}", file=sys.stderr)
+        print(f"etlens: warning: {w.message}", file=console())
     write_text(text, args.output)
     notes = []
     if args.output:
@@ -163,7 +164,7 @@ def run(args) -> int:
         notes.append(f"wrote TensorBoard logs to {args.tensorboard} (tensorboard --logdir {args.tensorboard})")
     summary = "" if args.no_summary else (by_node_line or insp.summary_text())
     # keep machine-readable stdout clean: notes and summary go to stderr unless the table went to a file
-    stream = sys.stdout if (args.format == "table" or args.output) else sys.stderr
+    stream = sys.stdout if (args.format == "table" or args.output) else console()
     if summary:
         print("\n" + summary if stream is sys.stdout and not args.output else summary, file=stream)
     for n in notes:

@@ -5,7 +5,13 @@ example in its epilog) and sets ``func`` to a ``run(args) -> int`` function. Mod
 stay light at import time: heavy libraries are imported inside ``run``.
 
 Errors: an :class:`~etlens.errors.EtlensError` prints one line and exits 1; anything else prints
-one line asking for a bug report (``--debug`` shows the traceback).
+one line asking for a bug report (``--debug`` shows the traceback). Abbreviated options are
+refused (``allow_abbrev=False`` everywhere), so ``--debug`` and ``-v`` work after any subcommand.
+
+Quiet by default: while a command runs, stderr (third-party warnings, torch/torchao log lines,
+native ``[cpuinfo_utils.cpp:…]`` lines) goes to a temporary log (:func:`etlens._progress.quiet`);
+progress bars and etlens' own messages still reach the terminal. ``-v`` shows everything; on an
+error the one-line message names the kept log.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import importlib
 import sys
 
 from ..errors import EtlensError
+from ._common import add_global_flags
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -31,9 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "device timings and numeric drift, from the files alone.",
         epilog="Start with: etlens report --demo -o report.html",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"etlens {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    add_global_flags(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -53,7 +61,7 @@ def _broken_command(sub: argparse._SubParsersAction, name: str, exc: Exception) 
     """
     reason = f"{type(exc).__name__}: {exc}"
     # no option prefix: whatever follows the command (even --help) reaches run() and its message
-    p = sub.add_parser(name.replace("_", "-"), add_help=False, prefix_chars="\x00",
+    p = sub.add_parser(name.replace("_", "-"), add_help=False, prefix_chars="\x00", allow_abbrev=False,
                        help=f"(unavailable: module etlens.cli.{name} failed to import: {reason})")
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
@@ -68,18 +76,26 @@ def _broken_command(sub: argparse._SubParsersAction, name: str, exc: Exception) 
     p.set_defaults(func=run)
 
 
+def _log_hint(exc: BaseException) -> str:
+    log = getattr(exc, "etlens_log", None)
+    return f" (third-party log: {log}; -v shows it live)" if log else ""
+
+
 def main(argv: list[str] | None = None) -> int:
+    from .._progress import quiet
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
     try:
-        return int(args.func(args) or 0)
+        with quiet(enabled=not args.verbose and not args.debug):
+            return int(args.func(args) or 0)
     except EtlensError as exc:
         if args.debug:
             raise
-        print(f"etlens: error: {exc}", file=sys.stderr)
+        print(f"etlens: error: {exc}{_log_hint(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("etlens: interrupted", file=sys.stderr)
@@ -90,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"etlens: internal error: {type(exc).__name__}: {exc} "
-              "(this is a bug in etlens: rerun with --debug and report the traceback)", file=sys.stderr)
+              f"(this is a bug in etlens: rerun with --debug and report the traceback){_log_hint(exc)}",
+              file=sys.stderr)
         return 1
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._progress import console
 from ._common import add_command
 
 
@@ -26,6 +27,9 @@ def register(sub) -> None:
                    help="lowering target for --demo/--model (default xnnpack)")
     p.add_argument("--quantize", action="store_true", help="pt2e int8-quantize first (--demo/--model)")
     p.add_argument("--runs", type=int, default=5, help="runtime runs for --demo/--model (default 5)")
+    p.add_argument("--debug-buffer-size", type=int, metavar="BYTES",
+                   help="runtime buffer for intermediate outputs (--demo/--model; default: sized from the program "
+                        "for all --runs)")
     p.add_argument("--no-trace", action="store_true", help="skip the pass-by-pass trace (--demo/--model)")
     p.add_argument("--metric", default="MSE", choices=["MSE", "L1", "SNR", "cosine", "max_abs"],
                    help="numeric-gap metric (default MSE)")
@@ -36,20 +40,19 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    import sys
-
     from ..errors import EtlensError
 
     if args.runs < 1:
         raise EtlensError("--runs must be at least 1")
+    if args.debug_buffer_size is not None and args.debug_buffer_size < 1:
+        raise EtlensError("--debug-buffer-size must be a positive number of bytes")
     if args.etdump:
+        if args.debug_buffer_size is not None:
+            raise EtlensError("--debug-buffer-size goes with --demo/--model (it sizes the runtime's buffer)")
+        from ..readers import read
         from ..report import report_from_artifacts
 
-        trace = None
-        if args.trace:
-            from ..readers import read
-
-            trace = read(args.trace)
+        trace = read(args.trace) if args.trace else None
         result = report_from_artifacts(args.etdump, args.output, etrecord=args.etrecord,
                                        debug_buffer=args.debug_buffer, pte=args.pte, trace=trace,
                                        metric=args.metric, gap_threshold=args.fail_on_gap)
@@ -64,22 +67,24 @@ def run(args) -> int:
         model, inputs, stem = load_model(name)
         result = report_from_model(model, inputs, args.output, name=stem, backend=args.backend,
                                    quantize=args.quantize, runs=args.runs, trace=not args.no_trace,
-                                   metric=args.metric, gap_threshold=args.fail_on_gap)
+                                   metric=args.metric, gap_threshold=args.fail_on_gap,
+                                   debug_buffer_size=args.debug_buffer_size, verbose=args.verbose)
     lat = f"{result.total_latency_ms:.3f} ms" if result.total_latency_ms is not None else "n/a"
     gap = f"{result.worst_gap:.4g}" if result.worst_gap is not None else "n/a"
-    print(f"wrote {result.path}  (total latency {lat}, worst {result.gap_metric} gap {gap}; "
-          f"{len(result.files)} files alongside)")
+    share = f"{result.delegated_share:.0%}" if result.delegated_share is not None else "n/a"
+    print(f"wrote {result.path}  (total latency {lat}, delegated {share} of it, worst {result.gap_metric} gap "
+          f"{gap}; {len(result.files)} files alongside)")
     status = 0
     if args.fail_on_gap is not None and result.worst_gap is not None:
         similarity = result.gap_higher_is_better
         crossed = result.worst_gap < args.fail_on_gap if similarity else result.worst_gap > args.fail_on_gap
         if crossed:
             print(f"etlens: gate failed: worst {result.gap_metric} gap {gap} crosses --fail-on-gap "
-                  f"{args.fail_on_gap:g}", file=sys.stderr)
+                  f"{args.fail_on_gap:g}", file=console())
             status = 2
     if args.fail_on_latency_ms is not None and result.total_latency_ms is not None and \
             result.total_latency_ms > args.fail_on_latency_ms:
         print(f"etlens: gate failed: total latency {lat} exceeds --fail-on-latency-ms {args.fail_on_latency_ms:g}",
-              file=sys.stderr)
+              file=console())
         status = 2
     return status

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from ..errors import EtlensError
+from .._progress import console
 from ._common import add_command
 
 _EXAMPLE = ("etlens trace --model cnn --backend xnnpack -o trace.json --html trace.html\n"
@@ -75,6 +75,6 @@ def run(args) -> int:
     failed = trace.failed
     if failed is not None:
         print(f"etlens: error: {failed.error['message']} (trace written to {os.path.abspath(out)}; the "
-              f"traceback is in snapshot {failed.index} {failed.name!r})", file=sys.stderr)
+              f"traceback is in snapshot {failed.index} {failed.name!r})", file=console())
         return 1
     return 0

@@ -18,11 +18,51 @@ import importlib
 import importlib.util
 import os
 import sys
+import traceback
 from typing import Any
 
 from ..errors import EtlensError, MissingDataError
 
-__all__ = ["load_model"]
+__all__ = ["load_model", "ModelError", "user_code"]
+
+
+class ModelError(EtlensError):
+    """The user's model (or export/quantization of it) raised: the message names the stage and the user's frame."""
+
+
+def _user_frame(exc: BaseException) -> str | None:
+    """``file:line in func`` of the innermost traceback frame outside Python, torch and etlens (the user's code)."""
+    skip = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(os.__file__)]
+    skip += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    frames = traceback.extract_tb(exc.__traceback__)
+    for fr in reversed(frames):
+        path = os.path.abspath(fr.filename)
+        if fr.filename.startswith("<") or any(path.startswith(d + os.sep) for d in skip if d):
+            continue
+        return f"{fr.filename}:{fr.lineno} in {fr.name}"
+    return None
+
+
+class user_code:
+    """``with user_code("export", "build"):`` turns any non-etlens exception into a :class:`ModelError`.
+
+    The message reads ``export of build() failed at export: TypeError: … (models.py:12 in forward)``:
+    the stage, the error, and the innermost frame of the user's own code.
+    """
+
+    def __init__(self, stage: str, name: str):
+        self.stage, self.name = stage, name
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, etype: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or isinstance(exc, (EtlensError, KeyboardInterrupt)) or not isinstance(exc, Exception):
+            return False
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        where = _user_frame(exc)
+        raise ModelError(f"export of {self.name}() failed at {self.stage}: {type(exc).__name__}: {msg}"
+                         + (f" ({where})" if where else "")) from exc
 
 
 def _import_file(path: str) -> Any:
@@ -34,7 +74,8 @@ def _import_file(path: str) -> Any:
         raise EtlensError(f"{path}: cannot be imported as a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
+    with user_code("import", os.path.basename(path)):
+        spec.loader.exec_module(module)
     return module
 
 
@@ -79,7 +120,8 @@ def load_model(spec: str, input_shapes: list[str] | None = None) -> tuple[Any, t
     if isinstance(obj, torch.nn.Module):
         model = obj
     elif callable(obj):
-        made = obj()
+        with user_code("build", attr):
+            made = obj()
         if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
             model, inputs = made
         elif isinstance(made, torch.nn.Module):

@@ -46,20 +46,30 @@ class ReportResult:
     #: True when the metric is a similarity (a gap below the threshold crosses it)
     gap_higher_is_better: bool = False
     data: ReportData | None = None
+    #: share of the run time spent in delegate calls (0-1; None when unknown)
+    delegated_share: float | None = None
 
 
 def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = None,
                           debug_buffer: str | None = None, pte: str | None = None, trace: Any = None,
                           title: str = "etlens report", subtitle: str = "", metric: str = "MSE",
-                          gap_threshold: float | None = None, extra_files: dict[str, str] | None = None
-                          ) -> ReportResult:
-    """Write the report for device artifacts to ``output``; side files go next to it."""
+                          gap_threshold: float | None = None, extra_files: dict[str, str] | None = None,
+                          on_stage: Any = None) -> ReportResult:
+    """Write the report for device artifacts to ``output``; side files go next to it.
+
+    ``on_stage(name)`` (optional) is told when ``analyze`` (Inspector, numerics, delegation) and
+    ``render`` start.
+    """
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.splitext(os.path.basename(output))[0]
     inputs = ReportInputs(etdump=etdump, etrecord=etrecord, debug_buffer=debug_buffer, pte=pte, trace=trace,
                           title=title, subtitle=subtitle, metric=metric, gap_threshold=gap_threshold)
+    if on_stage is not None:
+        on_stage("analyze")
     data = collect(inputs)
+    if on_stage is not None:
+        on_stage("render")
     files = dict(extra_files or {})
     files.update(write_side_files(data, out_dir, stem))
     page = build_page(data, out_dir, stem, files)
@@ -67,51 +77,75 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
         f.write(render_report(page))
     return ReportResult(path=output, files=files, total_latency_ms=data.total_latency_ms,
                         worst_gap=data.worst_gap[0] if data.worst_gap else None, gap_metric=data.gap_metric,
-                        gap_higher_is_better=data.gap_higher_is_better, data=data)
+                        gap_higher_is_better=data.gap_higher_is_better, data=data,
+                        delegated_share=data.delegated_time_share)
 
 
 def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: str = "model",
                       backend: str = "xnnpack", quantize: bool = False, runs: int = 5, trace: bool = True,
-                      metric: str = "MSE", gap_threshold: float | None = None, progress: bool | None = None
-                      ) -> ReportResult:
-    """Trace, lower, run and report on ``model`` (needs the ``executorch`` extra)."""
-    from .._progress import progress as bar
+                      metric: str = "MSE", gap_threshold: float | None = None, progress: bool | None = None,
+                      debug_buffer_size: int | None = None, verbose: bool = False) -> ReportResult:
+    """Export, lower, run, trace and report on ``model`` (needs the ``executorch`` extra).
+
+    Stages (one progress bar on a terminal): ``export`` [``quantize``] ``lower`` ``run`` x ``runs``
+    [``trace passes``] ``analyze`` ``render``. The user's code runs here (its errors:
+    :class:`~etlens.report.pipeline.ModelError` naming the stage and the user's frame); lowering and
+    the runtime run in child processes (a native abort becomes an :class:`~etlens.errors.EtlensError`).
+    ``debug_buffer_size`` (bytes; ``None``: sized from the program) is the runtime's buffer for
+    intermediate outputs; ``verbose`` shows the children's logs.
+    """
+    from .._progress import StageBar
+    from ..errors import EtlensError
     from .pipeline import build_and_run
 
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     stem = os.path.splitext(os.path.basename(output))[0]
     art_dir = os.path.join(out_dir, f"{stem}_artifacts")
-    steps = ["trace passes", "lower + run on the ExecuTorch runtime", "inspect + numerics + render"]
-    if not trace:
-        steps = steps[1:]
-    pbar = bar(total=len(steps), desc="etlens report", unit="step", enabled=progress)
-    the_trace = None
+    total = 1 + int(quantize) + 1 + runs + int(trace) + 2
+    bar = StageBar(total=total, desc="etlens report", enabled=progress)
+    seen: list[str] = []
+
+    def on_stage(label: str) -> None:
+        if seen:
+            bar.advance()
+        seen.append(label)
+        bar.stage(label if label != "run" else f"run 1/{runs}")
+
+    def on_run(i: int) -> None:
+        bar.advance()
+        if i + 1 < runs:
+            bar.stage(f"run {i + 2}/{runs}")
+
     files: dict[str, str] = {}
     try:
+        arts = build_and_run(model, example_inputs, art_dir, name=name, backend=backend, quantize=quantize,
+                             runs=runs, debug_buffer_size=debug_buffer_size, verbose=verbose,
+                             on_stage=on_stage, on_run=on_run)
+        seen.clear()  # the run stage advanced the bar per run
+        files.update({"program (.pte)": arts.pte, "ETRecord": arts.etrecord, "ETDump": arts.etdump,
+                      "debug buffer": arts.debug_buffer})
+        the_trace = None
         if trace:
-            pbar.set_postfix_str(steps[0])
+            on_stage("trace passes")
             from ..passes.tracer import trace_passes
 
             trace_path = os.path.join(art_dir, f"{name}.trace.json")
-            os.makedirs(art_dir, exist_ok=True)
-            the_trace = trace_passes(model, example_inputs, backend=backend, quantize=quantize, name=name,
-                                     output=trace_path, progress=False, record_times=True)
+            try:
+                the_trace = trace_passes(model, example_inputs, backend=backend, quantize=quantize, name=name,
+                                         output=trace_path, progress=False, record_times=True)
+            except EtlensError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the tracer is optional: say how to skip it
+                raise EtlensError(f"trace passes failed: {type(exc).__name__}: {exc}; the program itself lowered "
+                                  "and ran: rerun with --no-trace to report without the pass stepper") from exc
             files["pass trace (etlens trace JSON)"] = trace_path
-            pbar.update(1)
-        pbar.set_postfix_str("lower + run")
-        arts = build_and_run(model, example_inputs, art_dir, name=name, backend=backend, quantize=quantize,
-                             runs=runs)
-        files.update({"program (.pte)": arts.pte, "ETRecord": arts.etrecord, "ETDump": arts.etdump,
-                      "debug buffer": arts.debug_buffer})
-        pbar.update(1)
-        pbar.set_postfix_str("inspect + render")
         subtitle = (f"model {name} · backend {backend}{' · int8 (pt2e)' if quantize else ''} · "
                     f"{runs} runs on the ExecuTorch runtime")
         result = report_from_artifacts(arts.etdump, output, etrecord=arts.etrecord, debug_buffer=arts.debug_buffer,
                                        pte=arts.pte, trace=the_trace, title=f"etlens report: {name}",
                                        subtitle=subtitle, metric=metric, gap_threshold=gap_threshold,
-                                       extra_files=files)
-        pbar.update(1)
+                                       extra_files=files, on_stage=on_stage)
+        bar.advance()
     finally:
-        pbar.close()
+        bar.close()
     return result

@@ -5,6 +5,15 @@ with a backend partitioner while recording an ETRecord, write the ``.pte``, run 
 ExecuTorch runtime with ETDump and a debug buffer (so intermediate outputs are logged), and write
 ``.etdp`` + debug buffer — the same files an engineer would pull off a phone.
 
+Where each step runs: the user's code (export, pt2e quantization with calibration) runs in this
+process, so its errors carry the user's frame (:class:`ModelError`: ``export of build() failed at
+export: …  (models.py:12 in forward)``); ExecuTorch's native work — lowering + ``to_executorch`` and
+the runtime — runs in child processes (:mod:`etlens.passes.runner`), so a native abort (a full
+debug buffer, a kernel check) becomes an :class:`~etlens.errors.EtlensError` naming the stage, the
+cause and the flag to change instead of killing this process. The debug buffer is sized from the
+written ``.pte`` (:func:`etlens.passes.runner.debug_buffer_bytes`) unless ``debug_buffer_size`` is
+given.
+
 Needs the ``executorch`` extra. Example::
 
     from etlens.demos import get_demo
@@ -18,14 +27,16 @@ Needs the ``executorch`` extra. Example::
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import BackendUnavailableError
+from ..passes.loader import ModelError, user_code
 
-__all__ = ["DeviceArtifacts", "quantize_pt2e", "lower", "run_with_etdump", "build_and_run"]
+__all__ = ["DeviceArtifacts", "ModelError", "quantize_pt2e", "lower", "run_with_etdump", "build_and_run"]
 
-#: Debug buffer for intermediate outputs; the runtime writes the whole preallocated buffer.
+#: Fixed debug buffer size of earlier versions (bytes); ``None`` now means "sized from the program".
 DEFAULT_DEBUG_BUFFER = 1 << 20
 
 
@@ -91,46 +102,109 @@ def lower(model, inputs, *, delegate: bool = True, quant: bool = False, backend:
         partitioners = cfg.partitioners()
     # ExecuTorch's default edge compile config, as the fixtures and reports have always been built
     edge = to_edge_transform_and_lower(ep, partitioner=partitioners, generate_etrecord=True)
+    if quant or _has_quantized_nodes(ep):
+        _load_quantized_kernels()
     return ep, edge, edge.to_executorch()
 
 
-def run_with_etdump(pte_bytes: bytes, inputs, runs: int, etdump_path: str, debug_path: str | None,
-                    debug_buffer_size: int = DEFAULT_DEBUG_BUFFER, on_run: Callable[[int], Any] | None = None):
-    """Run ``runs`` times in the ExecuTorch runtime with ETDump (and a debug buffer) enabled."""
-    _require_executorch("running a program")
-    from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
+def _has_quantized_nodes(ep: Any) -> bool:
+    """True when an ExportedProgram calls ``quantized_decomposed`` ops (out variants in a separate library)."""
+    return any(str(getattr(n, "target", "")).startswith("quantized_decomposed")
+               for n in ep.graph_module.graph.nodes if n.op == "call_function")
 
-    module = _load_for_executorch_from_buffer(
-        pte_bytes, enable_etdump=True, debug_buffer_size=debug_buffer_size if debug_path else 0)
-    outputs = None
-    for i in range(runs):
-        outputs = module.forward(list(inputs))
-        if on_run is not None:
-            on_run(i)
-    if debug_path:
-        module.write_etdump_result_to_file(etdump_path, debug_path)
-    else:
-        module.write_etdump_result_to_file(etdump_path)
-    return outputs
+
+def _load_quantized_kernels() -> None:
+    try:
+        import executorch.kernels.quantized  # noqa: F401 - registers the quantized_decomposed out variants
+    except ImportError as exc:
+        raise BackendUnavailableError("the program has quantized ops but executorch.kernels.quantized is missing: "
+                                      "reinstall executorch==1.5.1") from exc
+
+
+def run_with_etdump(pte_bytes: bytes, inputs, runs: int, etdump_path: str, debug_path: str | None,
+                    debug_buffer_size: int | None = None, on_run: Callable[[int], Any] | None = None, *,
+                    verbose: bool = False, load_quantized_kernels: bool | None = None):
+    """Run ``runs`` times in the ExecuTorch runtime (a child process) with ETDump and a debug buffer.
+
+    ``debug_buffer_size=None`` sizes the buffer from the program
+    (:func:`etlens.passes.runner.debug_buffer_bytes`). Returns the outputs of the last run.
+    """
+    _require_executorch("running a program")
+    from ..passes.runner import run_program
+
+    with tempfile.TemporaryDirectory(prefix="etlens-pte-") as tmp:
+        pte = os.path.join(tmp, "program.pte")
+        with open(pte, "wb") as f:
+            f.write(pte_bytes)
+        return run_program(pte, inputs, runs=runs, etdump_path=etdump_path, debug_path=debug_path,
+                           debug_buffer_size=debug_buffer_size, load_quantized_kernels=load_quantized_kernels,
+                           on_run=on_run, verbose=verbose)
 
 
 def build_and_run(model, inputs, out_dir: str, *, name: str = "model", backend: str = "xnnpack",
-                  quantize: bool = False, runs: int = 5, debug_buffer_size: int = DEFAULT_DEBUG_BUFFER,
-                  save_pt2: bool = False) -> DeviceArtifacts:
-    """Lower ``model``, write ``.pte``/``.etrecord``, run it with ETDump; return the paths."""
+                  quantize: bool = False, runs: int = 5, debug_buffer_size: int | None = None,
+                  save_pt2: bool = False, verbose: bool = False, on_stage: Callable[[str], Any] | None = None,
+                  on_run: Callable[[int], Any] | None = None) -> DeviceArtifacts:
+    """Export (+ quantize) here, lower and run in child processes; write ``.pte``/``.etrecord``/``.etdp``.
+
+    Stages, each announced to ``on_stage``: ``export`` and ``quantize`` run the user's model in this
+    process (errors: :class:`ModelError` with the user's frame); ``lower`` and ``run`` are child
+    processes (:mod:`etlens.passes.runner`; ``on_run(i)`` after each run). ``debug_buffer_size``
+    (bytes) overrides the size computed from the program; ``verbose`` shows the children's logs.
+    A backend given as a :class:`~etlens.passes.backends.BackendConfig` object (not a registered
+    name) is lowered in this process: a child cannot rebuild it.
+    """
+    _require_executorch("lowering")
+    import torch
+
+    def stage(label: str) -> None:
+        if on_stage is not None:
+            on_stage(label)
+
     os.makedirs(out_dir, exist_ok=True)
-    ep, _edge, et = lower(model, inputs, quant=quantize, backend=backend)
+    cfg = _backend(backend)
+    cfg.check_available()
+    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
     base = os.path.join(out_dir, name)
     arts = DeviceArtifacts(pte=base + ".pte", etrecord=base + ".etrecord", etdump=base + ".etdp",
                            debug_buffer=base + ".debug.bin", pt2=base + ".pt2" if save_pt2 else None)
+    stage("export")
+    with user_code("export", name):
+        ep = torch.export.export(model, inputs)
+    if quantize:
+        stage("quantize")
+        with user_code("quantize", name):
+            quantized = quantize_pt2e(ep.module(), inputs, backend=cfg)
+            ep = torch.export.export(quantized, inputs)
+    stage("lower")
+    quantized = quantize or _has_quantized_nodes(ep)
+    if isinstance(backend, str) or backend is None:  # a registered name: lower and run in one child
+        from ..passes.runner import lower_and_run
+
+        with tempfile.TemporaryDirectory(prefix="etlens-ep-") as tmp:
+            ep_path = arts.pt2 or os.path.join(tmp, "program.pt2")
+            torch.export.save(ep, ep_path)
+            lower_and_run(ep_path, arts.pte, arts.etrecord, inputs, backend=cfg.name, runs=runs,
+                          etdump_path=arts.etdump, debug_path=arts.debug_buffer, debug_buffer_size=debug_buffer_size,
+                          load_quantized_kernels=quantized, verbose=verbose,
+                          on_stage=lambda s: stage(s) if s == "run" else None, on_run=on_run)
+        return arts
+    from executorch.exir import to_edge_transform_and_lower
+
+    from ..passes.runner import run_program
+
+    edge = to_edge_transform_and_lower(ep, partitioner=cfg.partitioners(), generate_etrecord=True)
+    if quantized:
+        _load_quantized_kernels()
+    et = edge.to_executorch()
     with open(arts.pte, "wb") as f:
         f.write(et.buffer)
     record = et.get_etrecord()
-    record.update_representative_inputs([tuple(inputs)])
+    record.update_representative_inputs([inputs])
     record.save(arts.etrecord)
     if save_pt2:
-        import torch
-
         torch.export.save(ep, arts.pt2)
-    run_with_etdump(et.buffer, inputs, runs, arts.etdump, arts.debug_buffer, debug_buffer_size)
+    stage("run")
+    run_program(arts.pte, inputs, runs=runs, etdump_path=arts.etdump, debug_path=arts.debug_buffer,
+                debug_buffer_size=debug_buffer_size, on_run=on_run, verbose=verbose)
     return arts
