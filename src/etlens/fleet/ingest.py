@@ -127,10 +127,11 @@ def _dict_column(values: list, indices: np.ndarray):
 
 
 def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,
-              extra_meta: list[str] | None = None):
+              extra_meta: list[str] | None = None, data: bytes | None = None):
     """The rows of one ETDump as a :class:`pyarrow.Table` (schema :func:`~.columns.arrow_schema`).
 
-    ``record``: a parsed ETRecord (or None). Only events with timings are rows (debug-only events
+    ``record``: a parsed ETRecord (or None); ``data``: the file's bytes when already read (``path``
+    then only names it, as Spark's ``binaryFiles`` gives them). Only events with timings are rows (debug-only events
     carry no duration). Raises :class:`~etlens.errors.EtlensError` for an unreadable dump.
     """
     import pyarrow as pa
@@ -142,7 +143,8 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
     schema = arrow_schema(extra_meta)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # "no debug buffer" and record-mismatch warnings: timings are complete
-        insp = Inspector(etdump_path=path, etrecord=record)
+        insp = Inspector(etdump_path=path, etrecord=record) if data is None else \
+            Inspector(etdump_data=data, etrecord=record)
     tables = []
     has_record = record is not None
     for b in insp.block_columns:

@@ -117,9 +117,9 @@ def query(dataset: str, sql: str, engine: str = "duckdb") -> list[dict[str, Any]
     return [dict(zip(cols, r)) for r in rows]
 
 
-def top_ops_sql(n: int = 20) -> str:
+def top_ops_sql(n: int = 20, dialect: str = "duckdb") -> str:
     """The ``n`` operator events with the most total time over the whole dataset."""
-    return (f"SELECT event_name, module_path, count(*) AS count, {_pct('duckdb', 'duration_ms', 0.5)} AS p50_ms, "
+    return (f"SELECT event_name, module_path, count(*) AS count, {_pct(dialect, 'duration_ms', 0.5)} AS p50_ms, "
             f"sum(duration_ms) AS total_ms FROM events WHERE {OP_FILTER} GROUP BY event_name, module_path "
             f"ORDER BY total_ms DESC, event_name, module_path LIMIT {int(n)}")
 

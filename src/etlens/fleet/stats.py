@@ -1,7 +1,7 @@
 """Is B slower than A, or is that noise? A verdict per op from the per-run samples of two sides.
 
-:func:`verdict` tests the two samples with the Mann-Whitney U test (two-sided, :mod:`scipy` when
-installed) or, without scipy, a bootstrap confidence interval on the shift of the median. A
+:func:`verdict` tests the two samples with the Mann-Whitney U test (two-sided; its normal
+approximation computed here, scipy's exact test for fewer than 8 runs a side) or, without scipy, a bootstrap confidence interval on the shift of the median. A
 difference is only a ``regression`` / ``improvement`` when it is both *significant* (p below
 ``alpha``, or the interval excludes zero) and *large enough*: the p50 ratio is beyond
 ``1 ± min_effect`` and the p50 delta at least ``min_delta_ms`` — so a 10 % wobble of a 2 µs op
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Verdict", "verdict", "REGRESSION", "IMPROVEMENT", "SAME", "DEFAULTS"]
+__all__ = ["Verdict", "verdict", "mannwhitney_p", "REGRESSION", "IMPROVEMENT", "SAME", "DEFAULTS"]
 
 REGRESSION, IMPROVEMENT, SAME = "regression", "improvement", "same"
 
@@ -50,6 +50,52 @@ def _bootstrap(a: np.ndarray, b: np.ndarray, iters: int = 2000, seed: int = 0) -
     return float(lo), float(hi), min(1.0, p)
 
 
+#: from this many samples per side the normal approximation of U is used (as scipy does past 8)
+_ASYMPTOTIC_N = 8
+
+
+def _has_scipy() -> bool:
+    try:
+        import scipy.stats  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def mannwhitney_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided Mann-Whitney U p value.
+
+    From :data:`_ASYMPTOTIC_N` samples per side: the normal approximation with tie and continuity
+    corrections (scipy's ``method="asymptotic"``, computed here with numpy: importing scipy.stats costs
+    seconds). Smaller samples: scipy's exact test (``auto``).
+    """
+    if np.ptp(np.r_[a, b]) == 0:
+        return 1.0
+    n1, n2 = a.size, b.size
+    if min(n1, n2) < _ASYMPTOTIC_N:
+        from scipy.stats import mannwhitneyu
+
+        return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    from math import erfc, sqrt
+
+    allv = np.r_[a, b]
+    order = np.argsort(allv, kind="mergesort")
+    sv = allv[order]
+    _, first, counts = np.unique(sv, return_index=True, return_counts=True)
+    avg_rank = first + (counts + 1) / 2.0           # 1-based average rank of each distinct value
+    ranks = np.empty(allv.size)
+    ranks[order] = np.repeat(avg_rank, counts)
+    u1 = ranks[:n1].sum() - n1 * (n1 + 1) / 2.0
+    n = n1 + n2
+    mu = n1 * n2 / 2.0
+    tie = (counts ** 3 - counts).sum()
+    sigma = sqrt(n1 * n2 / 12.0 * ((n + 1) - tie / (n * (n - 1))))
+    if sigma == 0:
+        return 1.0
+    z = (abs(u1 - mu) - 0.5) / sigma
+    return float(min(1.0, erfc(max(z, 0.0) / sqrt(2.0))))
+
+
 def verdict(a, b, *, alpha: float = DEFAULTS["alpha"], min_effect: float = DEFAULTS["min_effect"],
             min_delta_ms: float = DEFAULTS["min_delta_ms"], method: str = "auto") -> Verdict:
     """Compare samples ``a`` and ``b`` (durations in ms, one per run); see the module doc for the rule.
@@ -65,16 +111,9 @@ def verdict(a, b, *, alpha: float = DEFAULTS["alpha"], min_effect: float = DEFAU
     pa, pb = float(np.median(a)), float(np.median(b))
     lo = hi = None
     if method == "auto":
-        try:
-            import scipy.stats  # noqa: F401
-
-            method = "mannwhitney"
-        except ImportError:
-            method = "bootstrap"
+        method = "mannwhitney" if min(a.size, b.size) >= _ASYMPTOTIC_N or _has_scipy() else "bootstrap"
     if method == "mannwhitney":
-        from scipy.stats import mannwhitneyu
-
-        p = float(mannwhitneyu(a, b, alternative="two-sided").pvalue) if np.ptp(np.r_[a, b]) > 0 else 1.0
+        p = mannwhitney_p(a, b)
         significant = p < alpha
     else:
         lo, hi, p = _bootstrap(a, b)
