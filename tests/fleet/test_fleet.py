@@ -150,8 +150,8 @@ def test_stats():
 
 
 SPARK_SQL = [
-    "SELECT device, build, event_name, module_path, count, p10_ms, p50_ms, p90_ms FROM ops "
-    "ORDER BY device, build, event_name, module_path NULLS LAST",
+    "SELECT device, build, event_name, module_path, node, count, p10_ms, p50_ms, p90_ms FROM ops "
+    "ORDER BY device, build, event_name, module_path NULLS LAST, node NULLS LAST",
     "SELECT device, count(*) AS n, sum(duration_ms) AS total FROM events GROUP BY device ORDER BY device",
     "SELECT file, run, latency_ms, ops_ms FROM runs ORDER BY file, run",
 ]
@@ -160,8 +160,8 @@ SPARK_SQL = [
 def _same_rows(a, b):
     assert a[0] == b[0] and len(a[1]) == len(b[1])
     for ra, rb in zip(a[1], b[1]):
-        for x, y in zip(ra, rb):
-            assert x == pytest.approx(y, rel=1e-9) if isinstance(x, float) else x == y
+        same = [x == pytest.approx(y, rel=1e-9) if isinstance(x, float) else x == y for x, y in zip(ra, rb)]
+        assert all(same), (ra, rb)
 
 
 @pytest.mark.slow
