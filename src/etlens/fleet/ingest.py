@@ -169,13 +169,13 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
         col = np.repeat(np.arange(k), rows.size)
         m = len(ev)
 
-        def per_event(values: list):
+        def per_event(values: list, ev: np.ndarray = ev):
             uniq = list(dict.fromkeys(values))
             pos = {v: j for j, v in enumerate(uniq)}
             idx = np.array([pos[v] for v in values], np.int32)[ev]
             return _dict_column(uniq, idx)
 
-        def const(v: str | None):
+        def const(v: str | None, m: int = m):
             return _dict_column([v], np.zeros(m, np.int32))
 
         data: dict[str, Any] = {
