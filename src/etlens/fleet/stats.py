@@ -2,10 +2,10 @@
 
 :func:`verdict` tests the two samples with the Mann-Whitney U test (two-sided; its normal
 approximation computed here, scipy's exact test for fewer than 8 runs a side) or, for fewer runs
-without scipy, a bootstrap confidence interval on the shift of the median. A difference is only a ``regression`` / ``improvement`` when it is both *significant* (p below
-``alpha``, or the interval excludes zero) and *large enough*: the p50 ratio is beyond
-``1 ± min_effect`` and the p50 delta at least ``min_delta_ms`` — so a 10 % wobble of a 2 µs op
-over a thousand runs does not turn red.
+without scipy, a bootstrap confidence interval on the shift of the median. A difference is only a
+``regression`` / ``improvement`` when it is both *significant* (p below ``alpha``, or the interval
+excludes zero) and *large enough*: the p50 ratio is beyond ``1 ± min_effect`` and the p50 delta at
+least ``min_delta_ms`` — so a 10 % wobble of a 2 µs op over a thousand runs does not turn red.
 
 Example::
 
