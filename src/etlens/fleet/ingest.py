@@ -141,13 +141,19 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
     meta = meta or {}
     extra_meta = extra_meta or []
     schema = arrow_schema(extra_meta)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # "no debug buffer" and record-mismatch warnings: timings are complete
-        insp = Inspector(etdump_path=path, etrecord=record) if data is None else \
-            Inspector(etdump_data=data, etrecord=record)
-    tables = []
+    blocks = _blocks(Inspector, path, data, None)
     has_record = record is not None
-    for b in insp.block_columns:
+    attrs_of: list[list[tuple]] = []
+    if has_record:
+        keys = [_block_key(b) for b in blocks]
+        cache = _ATTRS.setdefault(id(record), {})
+        if any(k not in cache for k in keys):
+            # first dump of this program in this process: attribute with the record once, reuse for the next
+            for b, k in zip(_blocks(Inspector, path, data, record), keys):
+                cache[k] = [(*_attribution(b, i, True), b.backend_names[i]) for i in range(len(b.names))]
+        attrs_of = [cache[k] for k in keys]
+    tables = []
+    for bi, b in enumerate(blocks):
         rows = np.flatnonzero(b.has_perf)
         k = len(b.runs)
         if not rows.size or not k:
@@ -155,9 +161,9 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
         n = len(b.names)
         names = list(dict.fromkeys(b.names))
         name_idx = np.array([names.index(x) for x in b.names], np.int32)
-        attrs = [_attribution(b, i, has_record) for i in range(n)]
+        attrs = attrs_of[bi] if has_record else [(None, None, None, None, None)] * n
         dids = [None if d is None else str(d) for d in b.delegate_ids]
-        backends = list(b.backend_names)
+        backends = [a[4] for a in attrs]
         seen: dict[tuple, int] = {}
         occ = np.zeros(n, np.int32)
         for i in range(n):
@@ -195,6 +201,24 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
     if not tables:
         return schema.empty_table()
     return pa.concat_tables(tables)
+
+
+def _blocks(inspector: Any, path: str, data: bytes | None, record: Any) -> list:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # "no debug buffer" and record-mismatch warnings: timings are complete
+        insp = inspector(etdump_path=path, etrecord=record) if data is None else \
+            inspector(etdump_data=data, etrecord=record)
+    return insp.block_columns
+
+
+def _block_key(b: Any) -> tuple:
+    """What the ETRecord attribution of a block depends on: its events' names, instructions, delegate ids."""
+    return (b.name, b.instruction_ids.tobytes(), tuple(b.names), tuple(map(str, b.delegate_ids)))
+
+
+#: id(parsed ETRecord) -> {block key: per-event (handles, op types, module path, node, backend)}; attribution
+#: of a program's blocks is computed once per process and reused for every dump of that program
+_ATTRS: dict[int, dict[tuple, list[tuple]]] = {}
 
 
 # -- workers -------------------------------------------------------------------------------------------
