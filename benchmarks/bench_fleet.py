@@ -79,15 +79,21 @@ def main() -> None:
     for label, record in (("no ETRecord", None), ("with ETRecord", rec)):
         ds = os.path.join(HERE, ".cache", "fleet", "ds")
         shutil.rmtree(ds, ignore_errors=True)
+        cpu0 = _cpu()
         res = collect([src], ds, meta={"build": "n"}, etrecord=record, progress=False)
+        cpu = _cpu() - cpu0
         size = du(ds)
-        print(f"collect ({label}): {res.events / 1e6:.2f}M events in {res.seconds:.2f} s = "
-              f"{res.events_per_s / 1e6:.2f}M events/s; dataset {size / 1e6:.1f} MB = "
+        print(f"collect ({label}): {res.events / 1e6:.2f}M events in {res.seconds:.2f} s wall = "
+              f"{res.events_per_s / 1e6:.2f}M events/s; {cpu:.1f} CPU-s = {res.events / cpu / 1e6:.2f}M events "
+              f"per CPU-second; dataset {size / 1e6:.1f} MB = "
               f"{size / (res.events / 1e6) / 1e6:.2f} MB per million events")
     con = duckdb_connection(ds)
     con.execute(P50_SQL).fetchall()
     best = min(_timed(lambda: con.execute(P50_SQL).fetchall()) for _ in range(3))
-    print(f"duckdb per-op p50 over {res.events / 1e6:.1f}M events: {best:.3f} s (best of 3)")
+    cpu0 = time.process_time()
+    con.execute(P50_SQL).fetchall()
+    print(f"duckdb per-op p50 over {res.events / 1e6:.1f}M events: {best:.3f} s wall (best of 3), "
+          f"{time.process_time() - cpu0:.2f} CPU-s (all threads); load average {os.getloadavg()[0]:.1f}")
     if args.spark:
         from etlens.fleet.spark import register_views, session, spark_collect
 
@@ -104,6 +110,14 @@ def main() -> None:
         r2 = spark_collect([src], ds2, meta={"build": "n"})
         print(f"spark collect: {r2.events / 1e6:.2f}M events in {r2.seconds:.2f} s = "
               f"{r2.events / r2.seconds / 1e6:.2f}M events/s")
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (the collect workers)."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _timed(fn) -> float:
