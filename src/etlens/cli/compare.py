@@ -19,8 +19,8 @@ def register(sub) -> None:
                    help="filter of a dataset side (first for A, second for B), e.g. \"build='n'\"")
     p.add_argument("--etrecord-a", metavar="R")
     p.add_argument("--etrecord-b", metavar="R")
-    p.add_argument("--pte-a", metavar="P", help="accepted for symmetry with collect (the model id)")
-    p.add_argument("--pte-b", metavar="P")
+    p.add_argument("--pte-a", metavar="P", help="the program A ran: its model id (sha256) labels side A")
+    p.add_argument("--pte-b", metavar="P", help="the program B ran")
     p.add_argument("--alpha", type=float, default=0.01, help="significance level (default 0.01)")
     p.add_argument("--min-effect", type=float, default=0.25, help="minimum relative p50 change (default 0.25)")
     p.add_argument("--min-delta-ms", type=float, default=0.005, help="minimum absolute p50 change (default 0.005)")
@@ -58,6 +58,11 @@ def run(args) -> int:
     where = where + [None] * (2 - len(where)) if len(args.sides) == 2 else where
     a = _side(sides[0], where[0], args.etrecord_a)
     b = _side(sides[1], where[1], args.etrecord_b)
+    from ..fleet.ingest import model_id
+
+    for side, pte in ((a, args.pte_a), (b, args.pte_b)):
+        if pte:
+            side.label += f" (model {model_id(pte)})"
     res = compare(a, b, alpha=args.alpha, min_effect=args.min_effect, min_delta_ms=args.min_delta_ms)
     if args.html:
         from ..fleet.html import compare_html
