@@ -16,7 +16,8 @@ __all__ = ["distribution_svg", "compare_html", "dashboard_html"]
 
 _CSS = ("body{font:14px system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;"
         "margin-top:28px}table{border-collapse:collapse;font-size:12px}td,th{padding:3px 8px;border-bottom:1px solid"
-        " #ddd;text-align:left;vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums}.regression{background:#fde2e1}"
+        " #ddd;text-align:left;vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums}"
+        ".regression{background:#fde2e1}"
         ".improvement{background:#e0f5e3}.muted{color:#777}svg text{font:11px system-ui,sans-serif}")
 _COLORS = {"A": "#4c78a8", "B": "#e45756"}
 
