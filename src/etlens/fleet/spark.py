@@ -47,7 +47,7 @@ def session():
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("etlens")
     master = os.environ.get("ETLENS_SPARK_MASTER")
-    if master or "spark.master" not in _submit_conf():
+    if master or not _under_spark_submit():
         builder = builder.master(master or "local[*]")
     builder = (builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "4")
@@ -61,8 +61,10 @@ def session():
     return _SESSION
 
 
-def _submit_conf() -> str:
-    return os.environ.get("PYSPARK_SUBMIT_ARGS", "") + " ".join(sys.argv[:1])
+def _under_spark_submit() -> bool:
+    """Started by ``spark-submit`` (its JVM gateway is already up; its ``--master`` decides), or with
+    ``--master`` in ``$PYSPARK_SUBMIT_ARGS``."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
 
 
 def register_views(spark: Any, dataset: str) -> None:
