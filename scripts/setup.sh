@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install etlens with every extra its tests need, plus Debian's chromium.
+# Create .venv and install etlens with every extra its tests need, plus Debian's chromium and Java (Spark).
 # Safe to rerun: every step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +9,12 @@ if ! command -v chromium >/dev/null 2>&1; then
   echo "== installing Debian chromium (browser tests)"
   $SUDO apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+fi
+if ! command -v java >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  echo "== installing Debian default-jre-headless (Spark tests of etlens.fleet)"
+  $SUDO apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq default-jre-headless >/dev/null
 fi
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"

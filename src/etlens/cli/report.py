@@ -18,6 +18,7 @@ def register(sub) -> None:
     src.add_argument("--model", metavar="FILE.py:FUNC",
                      help="a function returning (module, example_inputs), as path.py:func or package.module:func")
     src.add_argument("--etdump", metavar="F", help="ETDump from a device run (.etdp)")
+    src.add_argument("--dataset", metavar="DIR", help="a fleet dataset (`etlens collect`): the fleet dashboard")
     p.add_argument("--etrecord", metavar="F", help="ETRecord written at export (with --etdump)")
     p.add_argument("--debug-buffer", metavar="F", help="debug buffer with intermediate outputs (with --etdump)")
     p.add_argument("--pte", metavar="F", help="the program that ran (with --etdump)")
@@ -44,6 +45,8 @@ def run(args) -> int:
 
     if args.runs < 1:
         raise EtlensError("--runs must be at least 1")
+    if args.dataset:
+        return _dashboard(args)
     if args.debug_buffer_size is not None and args.debug_buffer_size < 1:
         raise EtlensError("--debug-buffer-size must be a positive number of bytes")
     if args.etdump:
@@ -88,3 +91,13 @@ def run(args) -> int:
               file=console())
         status = 2
     return status
+
+
+def _dashboard(args) -> int:
+    """``report --dataset``: the offline fleet dashboard (etlens.fleet.html)."""
+    from ..fleet.html import dashboard_html
+
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write(dashboard_html(args.dataset))
+    print(f"wrote {args.output}  (fleet dashboard of {args.dataset})")
+    return 0

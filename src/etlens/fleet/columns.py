@@ -1,0 +1,64 @@
+"""The fleet dataset's columns: one row per profiling event per run, as Apache Arrow / Parquet.
+
+A *dataset* is a directory of Parquet files (``part-*.parquet``); every ``etlens collect`` adds
+new files, so appending never rewrites what is there. Readers (DuckDB, Spark, pyarrow) take the
+union of the files by column name, so a ``--meta`` key added later is simply null in older parts.
+
+Columns (see :data:`COLUMNS`, in this order, then any extra ``--meta`` keys):
+
+=================== =========== =====================================================================
+``file``            string      the ETDump path as given to ``collect``
+``run``             int32       index of the run (``RunData``) in the file
+``block``           string      event block name (``Execute``, ``Default`` …, ExecuTorch's grouping)
+``event_index``     int32       position of the event in its block (the same in every run of it)
+``event_name``      string      ``native_call_addmm.out``, ``DELEGATE_CALL``, ``Method::execute`` …
+``instruction_id``  int32       the runtime's instruction id (-1: none)
+``delegate_debug_id`` string    delegate debug identifier (int or string id, as text; null: none)
+``debug_handles``   string      debug handles from the ETRecord, comma-separated (null: no record)
+``op_types``        string      operators the event covers, ``;``-separated (null: no record)
+``module_path``     string      innermost ``nn.Module`` path of the event's nodes (``block.0``; ``""``: root)
+``node``            string      graph node names of the event, ``;``-separated
+``inside_delegate`` bool        the event was logged by a delegate (timed inside the backend)
+``backend``         string      the delegate's backend (``XnnpackBackend``; null: portable kernels)
+``start``           int64       raw start timestamp (runtime ticks)
+``duration_ms``     double      duration in milliseconds (ExecuTorch's rules, 32-bit wrap-around included)
+``occurrence``      int32       n-th event with the same (block, name, handles, module path) in the run
+``device``          string      ``--meta device=…``
+``build``           string      ``--meta build=…``
+``model``           string      ``--meta model=…``, else the first 16 hex digits of the ``.pte``'s sha256
+=================== =========== =====================================================================
+"""
+
+from __future__ import annotations
+
+__all__ = ["COLUMNS", "META_COLUMNS", "STRING", "arrow_schema", "PART_GLOB"]
+
+STRING = "string"
+
+#: (name, arrow type name) of the event columns, in file order
+COLUMNS: list[tuple[str, str]] = [
+    ("file", STRING), ("run", "int32"), ("block", STRING), ("event_index", "int32"), ("event_name", STRING),
+    ("instruction_id", "int32"), ("delegate_debug_id", STRING), ("debug_handles", STRING), ("op_types", STRING),
+    ("module_path", STRING), ("node", STRING), ("inside_delegate", "bool_"), ("backend", STRING),
+    ("start", "int64"), ("duration_ms", "float64"), ("occurrence", "int32"),
+]
+
+#: metadata columns every dataset has (null when not given); ``--meta`` keys are added after them
+META_COLUMNS = ["device", "build", "model"]
+
+#: the files of a dataset directory
+PART_GLOB = "**/*.parquet"
+
+
+def arrow_schema(extra_meta: list[str] | tuple[str, ...] = ()):
+    """The :mod:`pyarrow` schema of a part file: strings dictionary-encoded (few distinct values)."""
+    import pyarrow as pa
+
+    def typ(name: str):
+        if name == STRING:
+            return pa.dictionary(pa.int32(), pa.string())
+        return getattr(pa, name)()
+
+    fields = [pa.field(n, typ(t)) for n, t in COLUMNS]
+    fields += [pa.field(m, typ(STRING)) for m in [*META_COLUMNS, *[k for k in extra_meta if k not in META_COLUMNS]]]
+    return pa.schema(fields)

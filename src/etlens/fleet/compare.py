@@ -1,0 +1,217 @@
+"""``etlens compare A B``: per op and per module, is B slower than A — with a verdict, not a guess.
+
+A side is a set of runs: ETDumps (parsed in memory, attributed with that side's ETRecord) or a
+filter over a dataset (``build = 'n'``). For each side every operator event gives one sample per
+run (framework events and the ``OPERATOR_CALL`` wrapper are left out; the whole-model latency,
+``Method::execute``, is the summary).
+
+Matching an op of A to an op of B, in order:
+
+1. same block, event name, debug handles, module path and occurrence (the n-th such event of a
+   run, when a key repeats — the match then says so);
+2. what is left: same block, event name and module path (the debug handle changed between builds;
+   the match explains it);
+3. still unmatched: a row with verdict ``only_a`` / ``only_b``.
+
+Per module: the sum per run of the module's operator events. Verdicts: :mod:`etlens.fleet.stats`.
+
+Example::
+
+    from etlens.fleet.compare import Side, compare
+    res = compare(Side.of_dataset("fleet/", "build = 'n'"), Side.of_dataset("fleet/", "build = 'n+1'"))
+    [r["event_name"] for r in res["rows"] if r["verdict"] == "regression"]
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import EtlensError
+from ..schema import METHOD_EXECUTE
+from .sql import OP_FILTER, duckdb_connection
+from .stats import DEFAULTS, IMPROVEMENT, REGRESSION, verdict
+
+__all__ = ["Side", "compare", "load_side"]
+
+_KEY = ["block", "event_name", "debug_handles", "module_path", "occurrence"]
+
+
+@dataclass
+class Side:
+    """One side of a comparison: ``etdumps`` (+ ``etrecord``/``pte``) or a ``dataset`` with a ``where`` filter."""
+
+    label: str
+    etdumps: list[str] = field(default_factory=list)
+    etrecord: str | None = None
+    dataset: str | None = None
+    where: str | None = None
+
+    @classmethod
+    def of_dataset(cls, dataset: str, where: str | None = None) -> "Side":
+        """The runs of ``dataset`` that pass the SQL filter ``where`` (all of them when None)."""
+        return cls(label=f"{dataset} [{where}]" if where else dataset, dataset=dataset, where=where)
+
+    @classmethod
+    def of_etdumps(cls, etdumps: list[str], etrecord: str | None = None) -> "Side":
+        """The runs of these ETDump files, attributed with ``etrecord`` when given."""
+        return cls(label=", ".join(os.path.basename(p) for p in etdumps), etdumps=list(etdumps), etrecord=etrecord)
+
+
+def _connection(side: Side):
+    if side.dataset is not None:
+        return duckdb_connection(side.dataset)
+    import pyarrow as pa
+
+    from .ingest import _record, dump_rows
+
+    record = _record(side.etrecord)
+    tables = [dump_rows(p, record) for p in side.etdumps]
+    return duckdb_connection(table=pa.concat_tables(tables) if tables else None)
+
+
+def load_side(side: Side):
+    """``(op samples, latency samples)`` DataFrames of one side (one row per event per run)."""
+    con = _connection(side)
+    where = f"({side.where})" if side.where else "TRUE"
+    try:
+        ops = con.execute(
+            f"SELECT block, event_name, debug_handles, module_path, node, occurrence, file, run, device, build, "
+            f"duration_ms FROM events WHERE {where} AND {OP_FILTER}").df()
+        lat = con.execute(
+            f"SELECT file, run, device, build, duration_ms FROM events WHERE {where} AND "
+            f"event_name = '{METHOD_EXECUTE}' AND duration_ms IS NOT NULL").df()
+    except Exception as exc:  # a bad --where is the user's one-line error
+        raise EtlensError(f"compare: cannot select side {side.label!r}: {' '.join(str(exc).split())[:400]}") from exc
+    if ops.empty and lat.empty:
+        raise EtlensError(f"compare: side {side.label!r} has no timed events (check the --where filter, "
+                          "e.g. \"build = 'n'\")")
+    for c in ("debug_handles", "module_path", "node", "device", "build"):
+        ops[c] = ops[c].astype(object).where(ops[c].notna(), None)
+    return ops, lat
+
+
+def _groups(df) -> dict[tuple, dict[str, Any]]:
+    out: dict[tuple, dict[str, Any]] = {}
+    if df.empty:
+        return out
+    for key, g in df.groupby(_KEY, dropna=False, sort=False):
+        key = tuple(None if (isinstance(k, float) and np.isnan(k)) else k for k in key)
+        out[key] = {"samples": g["duration_ms"].to_numpy(), "node": g["node"].iloc[0]}
+    return out
+
+
+def _match(ga: dict, gb: dict) -> list[tuple[tuple | None, tuple | None, str]]:
+    """Pairs ``(key A, key B, how)``; keys None for one-sided rows."""
+    pairs: list[tuple[tuple | None, tuple | None, str]] = []
+    repeats: dict[tuple, int] = {}
+    for k in list(ga) + list(gb):
+        repeats[k[:4]] = max(repeats.get(k[:4], 0), k[4] + 1)
+    left_a = [k for k in ga if k not in gb]
+    left_b = [k for k in gb if k not in ga]
+    for k in ga:
+        if k in gb:
+            n = repeats[k[:4]]
+            how = "debug handle, module path and name" + (
+                f"; ambiguous: {n} events share them in a run, matched by order (#{k[4] + 1} of {n})" if n > 1 else "")
+            pairs.append((k, k, how))
+    by_loose: dict[tuple, list[tuple]] = {}
+    for k in left_b:
+        by_loose.setdefault((k[0], k[1], k[3]), []).append(k)
+    for k in left_a:
+        cands = by_loose.get((k[0], k[1], k[3]))
+        if cands:
+            kb = cands.pop(0)
+            how = (f"module path and name; debug handle differs (A {k[2]}, B {kb[2]})"
+                   + (f"; {len(cands) + 1} candidates, matched by order" if len(cands) else ""))
+            pairs.append((k, kb, how))
+            left_b.remove(kb)
+        else:
+            pairs.append((k, None, "only in A"))
+    pairs += [(None, k, "only in B") for k in left_b]
+    return pairs
+
+
+def _row(a: np.ndarray | None, b: np.ndarray | None, th: dict) -> dict[str, Any]:
+    pa_ = float(np.median(a)) if a is not None and a.size else None
+    pb_ = float(np.median(b)) if b is not None and b.size else None
+    row: dict[str, Any] = {"a_p50_ms": pa_, "b_p50_ms": pb_, "delta_ms": None, "ratio": None,
+                           "a_runs": 0 if a is None else int(a.size), "b_runs": 0 if b is None else int(b.size)}
+    if pa_ is None or pb_ is None:
+        row.update(verdict="only_a" if pb_ is None else "only_b", p_value=None, test=None)
+        return row
+    v = verdict(a, b, **th)
+    row.update(delta_ms=pb_ - pa_, ratio=(pb_ / pa_) if pa_ > 0 else None, verdict=v.verdict, p_value=v.p,
+               test=v.method)
+    if v.ci_low_ms is not None:
+        row.update(ci_low_ms=v.ci_low_ms, ci_high_ms=v.ci_high_ms)
+    return row
+
+
+def _module_samples(ops) -> dict[str, np.ndarray]:
+    d = ops[ops["module_path"].notna()]
+    if d.empty:
+        return {}
+    per_run = d.groupby(["module_path", "file", "run"], sort=False)["duration_ms"].sum().reset_index()
+    return {m: g["duration_ms"].to_numpy() for m, g in per_run.groupby("module_path", sort=True)}
+
+
+def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: float = DEFAULTS["min_effect"],
+            min_delta_ms: float = DEFAULTS["min_delta_ms"], method: str = "auto") -> dict[str, Any]:
+    """Compare side ``a`` to side ``b``; a JSON-ready dict (``rows``, ``modules``, ``summary``, ``samples``).
+
+    ``rows``: one per matched op (``node, module_path, event_name, block, debug_handles, a_p50_ms,
+    b_p50_ms, delta_ms, ratio, verdict, p_value, test, match``), worst first; ``modules``: the same per
+    module path; ``summary``: whole-model latency (``Method::execute``) and counts. ``samples`` (not for
+    JSON) holds the per-run durations the HTML draws.
+    """
+    th = {"alpha": alpha, "min_effect": min_effect, "min_delta_ms": min_delta_ms, "method": method}
+    ops_a, lat_a = load_side(a)
+    ops_b, lat_b = load_side(b)
+    ga, gb = _groups(ops_a), _groups(ops_b)
+    rows, samples = [], {}
+    for ka, kb, how in _match(ga, gb):
+        ref = ka or kb
+        ea, eb = ga.get(ka) if ka else None, gb.get(kb) if kb else None
+        row = {"node": (ea or eb)["node"], "module_path": ref[3], "event_name": ref[1], "block": ref[0],
+               "debug_handles": ref[2], "occurrence": ref[4]}
+        row.update(_row(ea["samples"] if ea else None, eb["samples"] if eb else None, th))
+        row["match"] = how
+        samples[len(rows)] = (ea["samples"] if ea else np.zeros(0), eb["samples"] if eb else np.zeros(0))
+        rows.append(row)
+    order = sorted(range(len(rows)), key=lambda i: _rank(rows[i]))
+    rows = [rows[i] for i in order]
+    samples = {j: samples[i] for j, i in enumerate(order)}
+    ma, mb = _module_samples(ops_a), _module_samples(ops_b)
+    modules = []
+    for m in sorted(set(ma) | set(mb)):
+        r = {"module_path": m}
+        r.update(_row(ma.get(m), mb.get(m), th))
+        modules.append(r)
+    modules.sort(key=_rank)
+    model = _row(lat_a["duration_ms"].to_numpy(), lat_b["duration_ms"].to_numpy(), th)
+    count = {k: sum(r["verdict"] == k for r in rows + modules) for k in (REGRESSION, IMPROVEMENT)}
+    summary = {"a": a.label, "b": b.label, "model_latency": model, "regressions": count[REGRESSION],
+               "improvements": count[IMPROVEMENT], "ops": len(rows), "thresholds": th,
+               "latency_by_group": _latency_groups(lat_a, lat_b)}
+    return {"rows": rows, "modules": modules, "summary": summary, "samples": samples}
+
+
+def _rank(r: dict) -> tuple:
+    order = {REGRESSION: 0, IMPROVEMENT: 1, "only_a": 2, "only_b": 2, "same": 3}
+    return (order.get(r["verdict"], 4), -abs(r.get("delta_ms") or 0.0))
+
+
+def _latency_groups(lat_a, lat_b) -> list[dict[str, Any]]:
+    """Whole-model latency samples per (side, device, build), for the HTML's distribution plot."""
+    out = []
+    for side, lat in (("A", lat_a), ("B", lat_b)):
+        if lat.empty:
+            continue
+        g = lat.assign(device=lat["device"].fillna("?"), build=lat["build"].fillna("?"))
+        for (dev, bld), x in g.groupby(["device", "build"], sort=True):
+            out.append({"side": side, "device": dev, "build": bld, "samples": x["duration_ms"].round(6).tolist()})
+    return out

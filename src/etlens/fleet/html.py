@@ -1,0 +1,153 @@
+"""Offline HTML for the fleet: the ``compare`` page and the ``report --dataset`` dashboard.
+
+Plots are SVG drawn here (no script, no CDN): each distribution is a box (p25–p75, p50 line, whiskers
+at p10/p90) with every run as a dot, on a log axis when the values span more than 20x.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["distribution_svg", "compare_html", "dashboard_html"]
+
+_CSS = ("body{font:14px system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;"
+        "margin-top:28px}table{border-collapse:collapse;font-size:12px}td,th{padding:3px 8px;border-bottom:1px solid"
+        " #ddd;text-align:left;vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums}"
+        ".regression{background:#fde2e1}"
+        ".improvement{background:#e0f5e3}.muted{color:#777}svg text{font:11px system-ui,sans-serif}")
+_COLORS = {"A": "#4c78a8", "B": "#e45756"}
+
+
+def _esc(x: Any) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def distribution_svg(groups: list[tuple[str, Any, str]], unit: str = "ms", width: int = 640) -> str:
+    """One row per ``(label, samples, colour)``: box p25–p75, p50 tick, whiskers p10–p90, a dot per sample."""
+    groups = [(lab, np.asarray(s, float)[np.isfinite(np.asarray(s, float))], c) for lab, s, c in groups]
+    groups = [g for g in groups if g[1].size]
+    if not groups:
+        return "<p class=muted>no samples</p>"
+    allv = np.concatenate([g[1] for g in groups])
+    lo, hi = float(allv.min()), float(allv.max())
+    log = lo > 0 and hi / lo > 20
+    f = (lambda v: math.log10(v)) if log else (lambda v: v)
+    a, b = f(lo), f(hi)
+    if b <= a:
+        a, b = a - 1, b + 1
+    left, right, row = 180, width - 20, 22
+    h = row * len(groups) + 30
+
+    def x(v: float) -> float:
+        return left + (f(max(v, lo)) - a) / (b - a) * (right - left)
+
+    out = [f'<svg width="{width}" height="{h}" role="img" xmlns="http://www.w3.org/2000/svg">']
+    for i, (lab, s, c) in enumerate(groups):
+        y = 10 + i * row + row / 2
+        p10, p25, p50, p75, p90 = np.percentile(s, [10, 25, 50, 75, 90])
+        out.append(f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">{_esc(lab[:28])}</text>')
+        out.append(f'<line x1="{x(p10):.1f}" x2="{x(p90):.1f}" y1="{y}" y2="{y}" stroke="{c}"/>')
+        out.append(f'<rect x="{x(p25):.1f}" y="{y - 6}" width="{max(1.0, x(p75) - x(p25)):.1f}" height="12" '
+                   f'fill="{c}" fill-opacity="0.25" stroke="{c}"/>')
+        out.append(f'<line x1="{x(p50):.1f}" x2="{x(p50):.1f}" y1="{y - 7}" y2="{y + 7}" stroke="{c}" '
+                   f'stroke-width="2"><title>p50 {p50:.4g} {unit}</title></line>')
+        for v in s[:400].tolist():
+            out.append(f'<circle cx="{x(v):.1f}" cy="{y}" r="1.6" fill="{c}" fill-opacity="0.6"/>')
+    ay = h - 12
+    for k in range(5):
+        t = a + (b - a) * k / 4
+        v = 10 ** t if log else t
+        out.append(f'<text x="{left + (right - left) * k / 4:.1f}" y="{ay}" text-anchor="middle" '
+                   f'class="muted">{v:.3g}</text>')
+    out.append(f'<text x="{right}" y="{ay + 10}" text-anchor="end">{unit}{" (log)" if log else ""}</text></svg>')
+    return "".join(out)
+
+
+def _fmt(v: Any) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return ""
+    return f"{v:.4g}" if isinstance(v, float) else _esc(v)
+
+
+def _table(rows: list[dict], cols: list[str], limit: int = 200) -> str:
+    head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
+    body = []
+    for r in rows[:limit]:
+        cells = "".join(f'<td class="{"n" if isinstance(r.get(c), (int, float)) else ""}">{_fmt(r.get(c))}</td>'
+                        for c in cols)
+        body.append(f'<tr class="{_esc(r.get("verdict", ""))}">{cells}</tr>')
+    more = f"<p class=muted>{len(rows) - limit} more rows in the JSON</p>" if len(rows) > limit else ""
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!doctype html><html><head><meta charset=utf-8><title>{_esc(title)}</title><style>{_CSS}</style>"
+            f"</head><body><h1>{_esc(title)}</h1>{body}</body></html>")
+
+
+_ROW_COLS = ["verdict", "event_name", "module_path", "node", "debug_handles", "a_p50_ms", "b_p50_ms", "delta_ms",
+             "ratio", "p_value", "a_runs", "b_runs", "match"]
+
+
+def compare_html(result: dict[str, Any]) -> str:
+    """The ``etlens compare --html`` page: summary, whole-model latency per device/build, per-op distributions."""
+    s = result["summary"]
+    m = s["model_latency"]
+    body = [f"<p>A: <b>{_esc(s['a'])}</b> &nbsp; B: <b>{_esc(s['b'])}</b></p>",
+            f"<p>{s['regressions']} regression(s), {s['improvements']} improvement(s) over {s['ops']} ops. "
+            f"Whole-model latency (Method::execute) p50: A {_fmt(m['a_p50_ms'])} ms, B {_fmt(m['b_p50_ms'])} ms "
+            f"→ <b class='{_esc(m['verdict'])}'>{_esc(m['verdict'])}</b>. Verdict: Mann-Whitney U p &lt; "
+            f"{s['thresholds']['alpha']} and p50 change ≥ {s['thresholds']['min_effect']:.0%} and ≥ "
+            f"{s['thresholds']['min_delta_ms']} ms.</p>", "<h2>Whole-model latency per device and build</h2>"]
+    body.append(distribution_svg([(f"{g['side']} {g['device']} {g['build']}", g["samples"], _COLORS[g["side"]])
+                                  for g in s["latency_by_group"]]))
+    body.append("<h2>Ops</h2>" + _table(result["rows"], _ROW_COLS))
+    body.append("<h2>Modules</h2>" + _table(result["modules"], ["verdict", "module_path", "a_p50_ms", "b_p50_ms",
+                                                                 "delta_ms", "ratio", "p_value"]))
+    body.append("<h2>Distributions of the most changed ops</h2>")
+    samples = result.get("samples", {})
+    for i, r in enumerate(result["rows"][:12]):
+        if i not in samples:
+            continue
+        a, b = samples[i]
+        body.append(f"<p><b>{_esc(r['event_name'])}</b> <span class=muted>{_esc(r['module_path'])} · "
+                    f"{_esc(r['verdict'])}</span></p>" + distribution_svg([("A", a, _COLORS["A"]),
+                                                                           ("B", b, _COLORS["B"])]))
+    return _page("etlens compare", "".join(body))
+
+
+def dashboard_html(dataset: str, top: int = 20) -> str:
+    """The fleet dashboard of ``dataset``: latency per device and build, top regressions between the last two
+    builds (sorted by name), the slowest ops."""
+    from .compare import Side, compare
+    from .sql import duckdb_connection
+
+    con = duckdb_connection(dataset)
+    lat = con.execute("SELECT coalesce(device, '?') AS device, coalesce(build, '?') AS build, latency_ms FROM runs "
+                      "WHERE latency_ms IS NOT NULL ORDER BY device, build").df()
+    counts = con.execute("SELECT count(*) AS events, count(DISTINCT file) AS files, count(DISTINCT device) AS devices,"
+                         " count(DISTINCT build) AS builds FROM events").fetchone()
+    builds = [r[0] for r in con.execute("SELECT DISTINCT build FROM events WHERE build IS NOT NULL ORDER BY build"
+                                        ).fetchall()]
+    slow = con.execute(f"SELECT event_name, module_path, device, build, count, p10_ms, p50_ms, p90_ms FROM ops "
+                       f"ORDER BY p50_ms DESC LIMIT {int(top)}").df().to_dict("records")
+    palette = ["#4c78a8", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2"]
+    body = [f"<p>{counts[0]} events from {counts[1]} files, {counts[2]} device(s), {counts[3]} build(s): "
+            f"<code>{_esc(dataset)}</code></p>", "<h2>Whole-model latency per device and build</h2>"]
+    groups = [(f"{d} · {b}", g["latency_ms"].to_numpy(), palette[builds.index(b) % 6 if b in builds else 0])
+              for (d, b), g in lat.groupby(["device", "build"], sort=True)]
+    body.append(distribution_svg(groups))
+    if len(builds) >= 2:
+        a, b = builds[-2], builds[-1]
+        qa, qb = a.replace("'", "''"), b.replace("'", "''")
+        res = compare(Side.of_dataset(dataset, f"build = '{qa}'"), Side.of_dataset(dataset, f"build = '{qb}'"))
+        bad = [r for r in res["rows"] if r["verdict"] == "regression"]
+        body.append(f"<h2>Top regressions: build {_esc(a)} → {_esc(b)} ({len(bad)})</h2>")
+        body.append(_table(bad, _ROW_COLS[:-1], limit=top) if bad else "<p>none</p>")
+    body.append("<h2>Slowest ops (p50)</h2>" + _table(slow, ["event_name", "module_path", "device", "build", "count",
+                                                            "p10_ms", "p50_ms", "p90_ms"]))
+    return _page("etlens fleet dashboard", "".join(body))

@@ -1,0 +1,357 @@
+"""``etlens collect``: ETDumps → rows of the fleet dataset (Parquet), streaming, in parallel.
+
+Each ETDump is parsed by etlens' own reader and grouped into event blocks exactly as the
+Inspector does (:func:`etlens.analysis.inspector.build.build_blocks` through
+:class:`~etlens.analysis.inspector.Inspector`); with an ETRecord every event is attributed to its
+debug handles, operators, graph nodes and innermost module path. Attribution is computed once per
+event of a block and broadcast over the block's runs with numpy, so the cost per row is a few
+array copies.
+
+Memory stays bounded: a worker holds one ETDump's table at a time and streams it into its own
+part file (:class:`pyarrow.parquet.ParquetWriter`); the parent only receives counts and reasons.
+A file that cannot be read is skipped with a one-line reason, never aborting the collection.
+
+Example::
+
+    from etlens.fleet import collect
+    res = collect(["dumps/"], "fleet.parquet", meta={"device": "pixel7", "build": "n"},
+                  etrecord="model.etrecord", pte="model.pte")
+    res.events, res.skipped          # rows written, [(path, reason), ...]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ..errors import EtlensError, MissingDataError
+from .columns import COLUMNS, META_COLUMNS, arrow_schema
+
+__all__ = ["CollectResult", "collect", "find_etdumps", "dump_rows", "model_id", "ETDUMP_SUFFIXES"]
+
+#: file names a directory walk picks up (files given one by one are read whatever their name)
+ETDUMP_SUFFIXES = (".etdp", ".etdump")
+
+
+@dataclass
+class CollectResult:
+    """What one ``collect`` did: files read, rows written, files skipped (with why), part files."""
+
+    dataset: str
+    files: int = 0
+    events: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+
+def find_etdumps(inputs: Iterable[str]) -> list[str]:
+    """Files to read: each file as given, each directory walked (sorted) for ``*.etdp`` / ``*.etdump``."""
+    out: list[str] = []
+    for item in inputs:
+        if os.path.isdir(item):
+            for root, dirs, files in os.walk(item):
+                dirs.sort()
+                out += [os.path.join(root, f) for f in sorted(files) if f.endswith(ETDUMP_SUFFIXES)]
+        else:
+            out.append(item)
+    return out
+
+
+def model_id(pte: str | None) -> str | None:
+    """The model's identity: the first 16 hex digits of the ``.pte``'s sha256 (None without a .pte)."""
+    if not pte:
+        return None
+    h = hashlib.sha256()
+    try:
+        with open(pte, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as exc:
+        raise MissingDataError(f"{pte}: cannot read the .pte ({exc.strerror or exc}); pass the program that ran") \
+            from exc
+    return h.hexdigest()[:16]
+
+
+def _handles_text(h: Any) -> str | None:
+    if h is None:
+        return None
+    if isinstance(h, (int, np.integer)):
+        return str(int(h))
+    return ",".join(str(int(x)) for x in h)
+
+
+def _attribution(block: Any, i: int, has_record: bool) -> tuple[str | None, str | None, str | None, str | None]:
+    """``(debug_handles, op_types, module_path, node)`` of event ``i`` of a block, as text."""
+    if not has_record:
+        return None, None, None, None
+    hier = block.module_hierarchy[i] or {}
+    paths: list[str] = []
+    for stack in hier.values():
+        p = ""
+        if stack:
+            last = list(stack.values())[-1]
+            p = str(last[0]) if isinstance(last, (tuple, list)) else str(last)
+        if p not in paths:
+            paths.append(p)
+    nodes = [k[:-1] if k.endswith("_") else k for k in (block.stack_traces[i] or hier)]
+    module = ";".join(paths) if paths else None
+    return (_handles_text(block.debug_handles[i]), ";".join(block.op_types[i]) or None, module,
+            ";".join(nodes) or None)
+
+
+def _dict_column(values: list, indices: np.ndarray):
+    """A dictionary-encoded string column: ``values[indices]``, a None value becoming a null row."""
+    import pyarrow as pa
+
+    if None in values:
+        nulls = values.index(None)
+        values = list(values)
+        values[nulls] = ""
+        mask = indices == nulls
+        if mask.any():
+            return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32(), mask=mask),
+                                                  pa.array(values, pa.string()))
+    return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32()), pa.array(values, pa.string()))
+
+
+def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,
+              extra_meta: list[str] | None = None, data: bytes | None = None):
+    """The rows of one ETDump as a :class:`pyarrow.Table` (schema :func:`~.columns.arrow_schema`).
+
+    ``record``: a parsed ETRecord (or None); ``data``: the file's bytes when already read (``path``
+    then only names it, as Spark's ``binaryFiles`` gives them). Only events with timings are rows (debug-only events
+    carry no duration). Raises :class:`~etlens.errors.EtlensError` for an unreadable dump.
+    """
+    import pyarrow as pa
+
+    from ..analysis.inspector import Inspector
+
+    meta = meta or {}
+    extra_meta = extra_meta or []
+    schema = arrow_schema(extra_meta)
+    blocks = _blocks(Inspector, path, data, None)
+    has_record = record is not None
+    attrs_of: list[list[tuple]] = []
+    if has_record:
+        keys = [_block_key(b) for b in blocks]
+        cache = _ATTRS.setdefault(id(record), {})
+        if any(k not in cache for k in keys):
+            # first dump of this program in this process: attribute with the record once, reuse for the next
+            for b, k in zip(_blocks(Inspector, path, data, record), keys):
+                cache[k] = [(*_attribution(b, i, True), b.backend_names[i]) for i in range(len(b.names))]
+        attrs_of = [cache[k] for k in keys]
+    tables = []
+    for bi, b in enumerate(blocks):
+        rows = np.flatnonzero(b.has_perf)
+        k = len(b.runs)
+        if not rows.size or not k:
+            continue
+        n = len(b.names)
+        names = list(dict.fromkeys(b.names))
+        name_idx = np.array([names.index(x) for x in b.names], np.int32)
+        attrs = attrs_of[bi] if has_record else [(None, None, None, None, None)] * n
+        dids = [None if d is None else str(d) for d in b.delegate_ids]
+        backends = [a[4] for a in attrs]
+        seen: dict[tuple, int] = {}
+        occ = np.zeros(n, np.int32)
+        for i in range(n):
+            key = (b.names[i], attrs[i][0], attrs[i][2])
+            occ[i] = seen.get(key, 0)
+            seen[key] = occ[i] + 1
+        ev = np.tile(rows, k)                                   # run-major: run 0's events, run 1's …
+        run_of = np.repeat(np.asarray(b.runs, np.int32), rows.size)
+        col = np.repeat(np.arange(k), rows.size)
+        m = len(ev)
+
+        def per_event(values: list, ev: np.ndarray = ev):
+            uniq = list(dict.fromkeys(values))
+            pos = {v: j for j, v in enumerate(uniq)}
+            idx = np.array([pos[v] for v in values], np.int32)[ev]
+            return _dict_column(uniq, idx)
+
+        def const(v: str | None, m: int = m):
+            return _dict_column([v], np.zeros(m, np.int32))
+
+        data: dict[str, Any] = {
+            "file": const(path), "run": pa.array(run_of), "block": const(b.name),
+            "event_index": pa.array(ev.astype(np.int32)), "event_name": _dict_column(names, name_idx[ev]),
+            "instruction_id": pa.array(b.instruction_ids.astype(np.int32)[ev]),
+            "delegate_debug_id": per_event(dids),
+            "debug_handles": per_event([a[0] for a in attrs]), "op_types": per_event([a[1] for a in attrs]),
+            "module_path": per_event([a[2] for a in attrs]), "node": per_event([a[3] for a in attrs]),
+            "inside_delegate": pa.array(np.asarray(b.is_delegated, bool)[ev]), "backend": per_event(backends),
+            "start": pa.array(b.start[ev, col].astype(np.int64)), "duration_ms": pa.array(b.raw[ev, col]),
+            "occurrence": pa.array(occ[ev]),
+        }
+        for key in schema.names[len(COLUMNS):]:
+            data[key] = const(meta.get(key))
+        tables.append(pa.table(data, schema=schema))
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def _blocks(inspector: Any, path: str, data: bytes | None, record: Any) -> list:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # "no debug buffer" and record-mismatch warnings: timings are complete
+        insp = inspector(etdump_path=path, etrecord=record) if data is None else \
+            inspector(etdump_data=data, etrecord=record)
+    return insp.block_columns
+
+
+def _block_key(b: Any) -> tuple:
+    """What the ETRecord attribution of a block depends on: its events' names, instructions, delegate ids."""
+    return (b.name, b.instruction_ids.tobytes(), tuple(b.names), tuple(map(str, b.delegate_ids)))
+
+
+#: id(parsed ETRecord) -> {block key: per-event (handles, op types, module path, node, backend)}; attribution
+#: of a program's blocks is computed once per process and reused for every dump of that program
+_ATTRS: dict[int, dict[tuple, list[tuple]]] = {}
+
+
+# -- workers -------------------------------------------------------------------------------------------
+_RECORDS: dict[str, Any] = {}
+
+
+def _record(path: str | None) -> Any:
+    """The parsed ETRecord of ``path``, read once per process."""
+    if not path:
+        return None
+    if path not in _RECORDS:
+        from ..readers.etrecord import read
+
+        _RECORDS[path] = read(path)
+    return _RECORDS[path]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def _ingest_batch(paths: list[str], part: str, record_path: str | None, meta: dict[str, str | None],
+                  extra_meta: list[str], compression: str) -> tuple[int, int, list[tuple[str, str]]]:
+    """Stream ``paths`` into the Parquet file ``part``; ``(files read, rows, [(path, reason)])``."""
+    import pyarrow.parquet as pq
+
+    record = _record(record_path)
+    writer = None
+    rows = files = 0
+    skipped: list[tuple[str, str]] = []
+    tmp = part + ".tmp"
+    try:
+        for p in paths:
+            try:
+                table = dump_rows(p, record, meta, extra_meta)
+            except (EtlensError, OSError, ValueError, IndexError, KeyError, OverflowError) as exc:
+                skipped.append((p, _one_line(exc)))
+                continue
+            files += 1
+            if table.num_rows == 0:
+                continue
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, table.schema, compression=compression)
+            writer.write_table(table, row_group_size=1 << 20)
+            rows += table.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is not None:
+        os.replace(tmp, part)   # a part appears whole or not at all
+    return files, rows, skipped
+
+
+def _batches(paths: list[str], jobs: int, max_batch: int = 64) -> list[list[str]]:
+    """Split ``paths`` into batches: several per worker (so the bar moves), at most ``max_batch`` files each."""
+    if not paths:
+        return []
+    size = max(1, min(max_batch, -(-len(paths) // (jobs * 4))))
+    return [paths[i:i + size] for i in range(0, len(paths), size)]
+
+
+def collect(inputs: Iterable[str], dataset: str, *, meta: dict[str, str] | None = None, etrecord: str | None = None,
+            pte: str | None = None, jobs: int | None = None, progress: bool | None = None,
+            on_skip: Callable[[str, str], Any] | None = None, compression: str = "zstd") -> CollectResult:
+    """Append every profiling event of every run of ``inputs`` (files or directories) to ``dataset``.
+
+    ``meta``: constant columns for these files (``device``, ``build``, ``model`` or any key);
+    ``etrecord``: attribute events to debug handles / nodes / module paths; ``pte``: the model id
+    (sha256) unless ``meta`` names one. ``jobs``: worker processes (default: CPU count). Bad files
+    are skipped and reported through ``on_skip(path, reason)`` and :attr:`CollectResult.skipped`.
+    """
+    from .._progress import progress as bar
+
+    t0 = time.perf_counter()
+    meta = {k: v for k, v in (meta or {}).items()}
+    for key in meta:
+        if not key.isidentifier():
+            raise EtlensError(f"--meta {key}=…: a column name must be a word of letters, digits and _ "
+                              "(e.g. device=pixel7)")
+    if meta.get("model") is None and pte:
+        meta["model"] = model_id(pte)
+    extra = [k for k in meta if k not in META_COLUMNS]
+    if etrecord is not None and not os.path.isfile(etrecord):
+        raise MissingDataError(f"{etrecord}: ETRecord not found; pass the .etrecord written at export")
+    if etrecord is not None:
+        _record(etrecord)   # a bad record is one error up front, not one per file
+    paths = find_etdumps(inputs)
+    if not paths:
+        raise MissingDataError("collect: no ETDumps found in " + ", ".join(map(str, inputs)) +
+                               f" (directories are searched for {' / '.join(ETDUMP_SUFFIXES)})")
+    if os.path.exists(dataset) and not os.path.isdir(dataset):
+        raise EtlensError(f"{dataset}: exists and is not a directory; a dataset is a directory of Parquet files")
+    os.makedirs(dataset, exist_ok=True)
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    batches = _batches(paths, jobs)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    parts = [os.path.join(dataset, f"part-{stamp}-{uuid.uuid4().hex[:10]}.parquet") for _ in batches]
+    res = CollectResult(dataset=dataset)
+    args = [(b, p, etrecord, meta, extra, compression) for b, p in zip(batches, parts)]
+    with bar(total=len(paths), desc="collect", unit="file", enabled=progress) as pbar:
+        def done(batch: list[str], part: str, out: tuple[int, int, list[tuple[str, str]]]) -> None:
+            files, rows, skipped = out
+            res.files += files
+            res.events += rows
+            if rows:
+                res.parts.append(part)
+            for path, reason in skipped:
+                res.skipped.append((path, reason))
+                if on_skip is not None:
+                    on_skip(path, reason)
+            pbar.update(len(batch))
+
+        if jobs == 1 or len(batches) == 1:
+            for a in args:
+                done(a[0], a[1], _ingest_batch(*a))
+        else:
+            _parallel(args, jobs, done)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _parallel(args: list[tuple], jobs: int, done: Callable) -> None:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(args)), mp_context=ctx) as pool:
+        futs = {pool.submit(_ingest_batch, *a): a for a in args}
+        for fut in as_completed(futs):
+            a = futs[fut]
+            try:
+                out = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a worker that died: its files are reported, not lost
+                out = (0, 0, [(p, f"worker failed: {_one_line(exc)}") for p in a[0]])
+            done(a[0], a[1], out)
