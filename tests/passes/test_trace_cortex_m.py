@@ -248,3 +248,19 @@ def test_extras_bring_tosa_tools():
     extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert "tosa-tools==2026.5.0" in extras["cortex-m"]
     assert "etlens[cortex-m]" in extras["executorch"]
+
+
+@requires_cortex_m
+def test_viewer_payload_shows_backend_ops_and_int8_ends(cnn):
+    from etlens.views.html.payload import Strings, graph_payload
+
+    trace, _ = cnn
+    strings = Strings()
+    cols = graph_payload(trace.snapshots[-1].graph, strings)["nodes"]
+    text = ("target", "category", "shape", "name")
+    row = [{k: (strings.table[v] if v >= 0 else "") if k in text else v for k, v in zip(cols, vals)}
+           for vals in zip(*(cols[k] for k in cols))]
+    cortex = [r for r in row if r["target"].startswith("cortex_m.quantized_")]
+    assert cortex and {r["category"] for r in cortex} == {"backend"}
+    ends = [r for r in row if r["category"] in ("placeholder", "output")]
+    assert ends and all(r["shape"].startswith("i8[") for r in ends), ends
