@@ -128,6 +128,18 @@ def test_pte_written_and_handles_reported(cnn):
     assert trace.meta["pte"] == "m.pte"
     for s in trace.snapshots[1:]:
         assert s.diff is not None and s.handle_report["ops"] > 0 and "lost" in s.handle_report
+    # the memory plan of the program, as ExecuTorch serialized it
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    loaded = deserialize_pte_binary(data)
+    plan = getattr(loaded, "program", loaded).execution_plan[0]
+    final = trace.snapshots[-1].graph
+    assert final.meta["memory_arenas"] == list(plan.non_const_buffer_sizes) and final.meta["memory_arenas"][1] > 0
+    planned = [n.attrs["memory"] for n in final if "memory" in n.attrs]
+    assert len(planned) >= 10 and all(m["offset"] + m["bytes"] <= final.meta["memory_arenas"][m["mem_id"]]
+                                      for m in planned)
+    x = next(n for n in final if n.kind == "input")
+    assert x.attrs["memory"]["bytes"] == 3 * 32 * 32  # int8 input, one byte per element
     fused = next(s for s in trace.snapshots if s.name == "FoldAndAnnotateQParamsPass")
     assert fused.nodes_delta < 0 and fused.diff["removed"] + fused.diff["replaced"]
 

@@ -405,8 +405,12 @@ def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quant
 
         t.stage("lower", "lower", lower_fn, lambda m, n: prog_graph(m, n, "lower", ids))
     elif emits:
-        et = t.stage("to_executorch", "lower", lambda: _to_executorch(program, config),
-                     lambda m, n: prog_graph(m, n, "lower", ids))
+        def et_graph(m: Any, n: str) -> Graph:
+            graph = prog_graph(m, n, "lower", ids)
+            _memory_plan(m, graph)
+            return graph
+
+        et = t.stage("to_executorch", "lower", lambda: _to_executorch(program, config), et_graph)
         if et is not None and pte is not None:
             with open(pte, "wb") as f:
                 f.write(et.buffer)
@@ -418,3 +422,27 @@ def _to_executorch(program: Any, config: Any) -> Any:
     from executorch.exir import EdgeProgramManager
 
     return EdgeProgramManager({"forward": program}, compile_config=config).to_executorch()
+
+
+def _memory_plan(et: Any, graph: Graph) -> None:
+    """Copy the memory planner's decisions onto the snapshot: ``attrs["memory"]`` of each planned
+    node (``{"mem_id", "offset", "bytes"}``) and ``graph.meta["memory_arenas"]`` (bytes per arena;
+    arena 0 is reserved by ExecuTorch). Best effort: a program without specs keeps its graph as is."""
+    try:
+        program = et.exported_program()
+        plan = et.executorch_program.execution_plan[0]
+        arenas = [int(b) for b in plan.non_const_buffer_sizes]
+    except Exception:  # noqa: BLE001 - the plan is extra information, never a reason to fail
+        return
+    by_name = {n.name: n for n in graph}
+    for fx_node in program.graph.nodes:
+        node = by_name.get(fx_node.name)
+        spec = fx_node.meta.get("spec")
+        if node is None or spec is None or isinstance(spec, (list, tuple)):
+            continue
+        mem_id, offset = getattr(spec, "mem_id", None), getattr(spec, "mem_offset", None)
+        if mem_id is None or offset is None:
+            continue
+        node.attrs["memory"] = {"mem_id": int(mem_id), "offset": int(offset),
+                                "bytes": int(getattr(spec, "allocated_memory", 0) or 0)}
+    graph.meta["memory_arenas"] = arenas
