@@ -224,6 +224,9 @@ def test_import_advice_names_what_to_install():
     assert "etlens[cortex-m]" in text and "tosa-tools==2026.5.0" in text
     exc = ImportError("cannot import name 'override' from 'typing' (/usr/lib/python3.11/typing.py)")
     assert "typing.override, new in Python 3.12" in import_advice(exc)
+    assert "Python 3.12+ environment" in import_advice(exc)
+    exc = ImportError("cannot import name 'Brandnew' from 'typing' (/usr/lib/python3.11/typing.py)")
+    assert "typing.Brandnew, which Python" in import_advice(exc)
     exc = ModuleNotFoundError("No module named 'executorch'", name="executorch")
     assert "etlens[executorch]" in import_advice(exc)
     assert import_advice(ModuleNotFoundError("x", name="zzz_pkg"), "pip install zzz") == "pip install zzz"

@@ -215,17 +215,18 @@ def import_advice(exc: BaseException, fallback: str = "") -> str:
     text = str(exc)
     if isinstance(exc, ImportError) and "from 'typing'" in text and "cannot import name" in text:
         missing = text.split("cannot import name ", 1)[1].split(" ", 1)[0].strip("'\"")
-        new_in = _TYPING_ADDED.get(missing, "a newer Python")
         here = ".".join(map(str, sys.version_info[:3]))
-        return (f"it needs typing.{missing}, new in {new_in}; this is Python {here}: "
-                f"install etlens into a Python {new_in.replace('Python ', '')}+ environment")
+        new_in = _TYPING_ADDED.get(missing)
+        if new_in is None:
+            return f"it needs typing.{missing}, which Python {here} lacks: use a newer Python"
+        return (f"it needs typing.{missing}, new in Python {new_in}; this is Python {here}: "
+                f"install etlens into a Python {new_in}+ environment")
     return fallback or f"fix the import error ({_describe(exc)})"
 
 
 #: typing names newer than the oldest Python etlens supports (3.10), with the version adding them
-_TYPING_ADDED = {"override": "Python 3.12", "Self": "Python 3.11", "Never": "Python 3.11",
-                 "TypeVarTuple": "Python 3.11", "Unpack": "Python 3.11", "ReadOnly": "Python 3.13",
-                 "TypeIs": "Python 3.13"}
+_TYPING_ADDED = {"override": "3.12", "Self": "3.11", "Never": "3.11", "TypeVarTuple": "3.11",
+                 "Unpack": "3.11", "ReadOnly": "3.13", "TypeIs": "3.13"}
 
 
 def instantiate_pass(cls: type, program: Any) -> Any:
