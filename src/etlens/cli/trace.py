@@ -75,8 +75,8 @@ def _runtime_note(trace, pte: str) -> str | None:
     if not lacking:
         return None
     return (f"note: the pip ExecuTorch runtime has no kernels for {', '.join(lacking)}: {pte} runs on the "
-            "target (an ExecuTorch runtime built with those kernels), not here; the trace's last snapshot "
-            "is its graph")
+            f"target (an ExecuTorch runtime built with those kernels), not here; 'etlens info {pte}' lists its "
+            "kernels, the trace's last snapshot is its graph and memory plan")
 
 
 def run(args) -> int:

@@ -190,8 +190,9 @@ def _describe(exc: BaseException) -> str:
 #: ExecuTorch wheel brings. Add to it for your own backends.
 MISSING_MODULE_ADVICE: dict[str, str] = {
     "executorch": "install ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)",
-    "tosa_serializer": "pip install 'etlens[cortex-m]' (brings tosa-tools==2026.5.0, the PyPI package that "
-                       "provides tosa_serializer: the Cortex-M passes reuse Arm TOSA passes that import it)",
+    "tosa_serializer": "pip install 'etlens[cortex-m]' && pip install --no-deps tosa-tools==2026.5.0 (tosa-tools "
+                       "provides tosa_serializer, which the Arm TOSA passes the Cortex-M passes reuse import; "
+                       "--no-deps because its exact pins would downgrade numpy and flatbuffers)",
     "PyQnnManagerAdaptor": "build ExecuTorch with the Qualcomm backend (QNN SDK); the pip wheel does not "
                            "include PyQnnManagerAdaptor",
 }
@@ -449,8 +450,7 @@ register_backend(BackendConfig(
     name="cortex_m",
     description="Arm Cortex-M (CMSIS-NN ops): CortexMPassManager's passes on the whole program",
     requires=["executorch.exir", "executorch.backends.cortex_m.passes"],
-    install_hint="pip install 'etlens[cortex-m]' (ExecuTorch plus tosa-tools, which provides the "
-                 "tosa_serializer module the Arm passes Cortex-M reuses import)",
+    install_hint="pip install 'etlens[cortex-m]' && pip install --no-deps tosa-tools==2026.5.0",
     quantizer_factory=_cortex_m_quantizer,
     pass_list=_cortex_m_passes,
     edge_compile_config=_cortex_m_config,
