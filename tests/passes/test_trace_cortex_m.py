@@ -281,3 +281,18 @@ def test_viewer_payload_shows_backend_ops_and_int8_ends(cnn):
     assert cortex and {r["category"] for r in cortex} == {"backend"}
     ends = [r for r in row if r["category"] in ("placeholder", "output")]
     assert ends and all(r["shape"].startswith("i8[") for r in ends), ends
+
+
+@requires_cortex_m
+def test_cli_writes_pte_and_says_it_cannot_run_here(tmp_path, capsys):
+    from etlens.cli.main import main
+
+    out = tmp_path / "mlp.json"
+    assert main(["trace", "--model", "mlp", "--backend", "cortex_m", "--quantize", "--quantize-io",
+                 "-o", str(out), "--no-times"]) == 0
+    text = capsys.readouterr().out
+    assert f"wrote {tmp_path / 'mlp.pte'}" in text and (tmp_path / "mlp.pte").stat().st_size > 1000
+    # checked against the operator list of the installed runtime (a child process)
+    note = next(line for line in text.splitlines() if line.startswith("note: "))
+    assert "no kernels for cortex_m::" in note and "cortex_m::quantized_linear.out" in note
+    assert "aten::" not in note  # the portable add kernel exists
