@@ -94,7 +94,16 @@ def run(args) -> int:
     out = args.output or f"{name}.{args.backend}.trace.json"
     pte = None
     if get_backend(args.backend).to_executorch and not args.no_lower:
-        pte = args.pte or (out[:-5] if out.endswith(".json") else out) + ".pte"
+        stem = out
+        for suffix in (".trace.json", ".json"):
+            if stem.endswith(suffix):
+                stem = stem[:-len(suffix)]
+                break
+        pte = args.pte or stem + ".pte"
+    elif args.pte:
+        raise EtlensError(f"--pte: the {args.backend} trace does not emit an ExecuTorch program (only backends whose "
+                          "passes rewrite the whole program do, e.g. cortex_m, and not with --no-lower); "
+                          "'etlens report' writes the .pte of a lowered model")
     trace = trace_passes(model, inputs, backend=args.backend, quantize=args.quantize,
                          quantize_io=args.quantize_io, lower=not args.no_lower, name=name, output=out,
                          record_times=not args.no_times, pte=pte)
