@@ -296,3 +296,13 @@ def test_cli_writes_pte_and_says_it_cannot_run_here(tmp_path, capsys):
     note = next(line for line in text.splitlines() if line.startswith("note: "))
     assert "no kernels for cortex_m::" in note and "cortex_m::quantized_linear.out" in note
     assert "aten::" not in note  # the portable add kernel exists
+
+
+@requires_cortex_m
+def test_cli_runs_a_float_program_here_and_compares(tmp_path, capsys):
+    from etlens.cli.main import main
+
+    assert main(["trace", "--model", "mlp", "--backend", "cortex_m", "-o", str(tmp_path / "f.json")]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("ran "))
+    assert "in the ExecuTorch runtime here" in line  # portable kernels only: it runs, in a child process
+    assert float(line.rsplit("difference ", 1)[1].split()[0]) < 1e-4

@@ -52,7 +52,8 @@ def _list_backends() -> int:
 
 
 def _runtime_note(trace, pte: str) -> str | None:
-    """One line when the pip ExecuTorch runtime has no kernel for some operator of the program.
+    """One line when the pip ExecuTorch runtime has no kernel for some operator of the program
+    (``""`` when it has them all, ``None`` when the runtime could not be asked).
 
     The operators are those of the trace's last snapshot (the program the ``.pte`` holds), spelled
     as ExecuTorch's operator table spells them (``cortex_m::quantized_linear.out``).
@@ -73,10 +74,44 @@ def _runtime_note(trace, pte: str) -> str | None:
     have = set(proc.stdout.split())
     lacking = [op for op in ops if op not in have]
     if not lacking:
-        return None
+        return ""
     return (f"note: the pip ExecuTorch runtime has no kernels for {', '.join(lacking)}: {pte} runs on the "
             f"target (an ExecuTorch runtime built with those kernels), not here; 'etlens info {pte}' lists its "
             "kernels, the trace's last snapshot is its graph and memory plan")
+
+
+def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
+    """Run ``pte`` in the ExecuTorch runtime in a child process and compare with ``model``."""
+    import subprocess
+    import tempfile
+
+    import torch
+
+    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    if cfg.prepare_inputs is not None and quantize:  # the layout trace_passes exported with
+        inputs = cfg.prepare_inputs(inputs)
+    code = ("import sys, torch\n"
+            "from executorch.extension.pybindings.portable_lib import _load_for_executorch\n"
+            "out = _load_for_executorch(sys.argv[1]).forward(list(torch.load(sys.argv[2])))\n"
+            "torch.save([t for t in out], sys.argv[3])")
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = os.path.join(tmp, "in.pt"), os.path.join(tmp, "out.pt")
+        torch.save(list(inputs), src)
+        try:
+            proc = subprocess.run([sys.executable, "-c", code, pte, src, dst], capture_output=True, text=True,
+                                  timeout=600)
+        except subprocess.TimeoutExpired:
+            return f"note: running {pte} in the ExecuTorch runtime here timed out"
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines() or ["(no message)"]
+            last = next((ln for ln in reversed(lines) if "KernelCall failed" in ln), lines[-1])
+            return f"note: running {pte} in the ExecuTorch runtime here failed: {last}"
+        got = torch.load(dst)
+    with torch.no_grad():
+        ref = model(*inputs)
+    ref = [ref] if isinstance(ref, torch.Tensor) else list(ref)
+    diff = max(float((g.float() - r.float()).abs().max()) for g, r in zip(got, ref))
+    return f"ran {pte} in the ExecuTorch runtime here: max abs difference {diff:.3g} from the model"
 
 
 def run(args) -> int:
@@ -116,6 +151,8 @@ def run(args) -> int:
         note = _runtime_note(trace, pte)
         if note:
             print(note)
+        elif note == "" and not args.quantize_io:
+            print(_run_here(pte, model, get_backend(args.backend), inputs, args.quantize))
     if args.html:
         try:
             from ..views.html import generate_multi_pass_html

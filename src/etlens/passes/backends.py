@@ -89,7 +89,8 @@ class BackendConfig:
             (their passes may produce ops outside the core ATen set, e.g. ``aten.linear``).
         to_edge: optional override ``(exported_program, config) -> program`` for the edge stage.
         prepare_inputs: ``(example_inputs) -> example_inputs`` laid out the way the backend's
-            quantizer and kernels expect (Cortex-M: 4-D tensors channels-last); ``None``: as given.
+            quantizer expects, applied when quantizing (Cortex-M: 4-D tensors channels-last, as
+            ExecuTorch's Arm compiler does); ``None``: as given.
         to_executorch: the pass list rewrites the whole program instead of delegating parts of it
             (Cortex-M), so the tracer's last stage is ``to_executorch`` on the transformed edge
             program: its snapshot is the program a ``.pte`` holds, and ``trace_passes(pte=…)``

@@ -315,7 +315,7 @@ def trace_passes(model: Any, example_inputs: tuple, backend: str | BackendConfig
     if quantize_io and not quantize:
         raise EtlensError("quantize_io needs a quantized program: pass quantize=True (--quantize) as well")
     inputs = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
-    if cfg.prepare_inputs is not None:
+    if cfg.prepare_inputs is not None and quantize:
         inputs = cfg.prepare_inputs(inputs)
     t = PipelineTracer(cfg, _model_name(model, name), record=record, record_times=record_times,
                        show_progress=progress)
