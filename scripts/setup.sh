@@ -25,7 +25,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt
   echo "== installing torch==2.13.0 and etlens[executorch,dev]"
   log=.venv/pip-install.log
   if ! { .venv/bin/pip install -q -c constraints.txt torch==2.13.0 &&
-         .venv/bin/pip install -q -c constraints.txt -e ".[executorch,dev]"; } >"$log" 2>&1; then
+         .venv/bin/pip install -q -c constraints.txt -e ".[executorch,dev]" &&
+         .venv/bin/pip install -q --no-deps tosa-tools==2026.5.0; } >"$log" 2>&1; then  # cortex_m, see pyproject
     tail -n 60 "$log"; echo "setup: pip install failed (full log: $log)" >&2; exit 1
   fi
   touch "$stamp"

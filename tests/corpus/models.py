@@ -55,6 +55,30 @@ def _image(size: int = 32, channels: int = 3) -> tuple:
     return (torch.randn(1, channels, size, size, generator=torch.Generator().manual_seed(1)),)
 
 
+# --- microcontroller models (plain torch: transformers has no such architecture) ---------------------
+
+def ds_cnn():
+    """DS-CNN keyword spotting (MLPerf Tiny's Cortex-M benchmark, small): a strided stem conv, then
+    depthwise-separable blocks (3x3 depthwise + 1x1 pointwise, BatchNorm, ReLU), average pool,
+    linear classifier over 12 keywords; input: one 49x10 MFCC map."""
+    torch = _torch()
+    nn = torch.nn
+
+    def block(c_in: int, c_out: int) -> Any:
+        return nn.Sequential(nn.Conv2d(c_in, c_in, 3, padding=1, groups=c_in, bias=False), nn.BatchNorm2d(c_in),
+                             nn.ReLU(), nn.Conv2d(c_in, c_out, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU())
+
+    model = nn.Sequential(
+        nn.Conv2d(1, 16, (10, 4), stride=2, padding=(5, 1), bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        block(16, 16), block(16, 24), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, 12))
+    with torch.no_grad():  # non-trivial BatchNorm statistics, as a trained model has
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+    return model.eval(), (torch.randn(1, 1, 49, 10, generator=torch.Generator().manual_seed(1)),)
+
+
 # --- encoder transformers -------------------------------------------------------------------------
 
 def bert():
@@ -227,6 +251,7 @@ CORPUS: dict[str, Entry] = {e.name: e for e in [
     Entry("swin", swin, "windowed vision transformer"),
     Entry("wav2vec2", wav2vec2, "audio, conv feature extractor + transformer"),
     Entry("whisper_encoder", whisper_encoder, "audio encoder (conv + transformer)"),
+    Entry("ds_cnn", ds_cnn, "microcontroller CNN (keyword spotting, depthwise-separable)"),
 ]}
 
 

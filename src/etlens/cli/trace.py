@@ -9,6 +9,7 @@ from .._progress import console
 from ._common import add_command
 
 _EXAMPLE = ("etlens trace --model cnn --backend xnnpack -o trace.json --html trace.html\n"
+            "  etlens trace --model cnn --backend cortex_m --quantize --quantize-io -o cm.json   # + cm.pte\n"
             "  etlens trace --model my_models.py:build --backend aten -o trace.json\n"
             "  etlens trace --list-backends")
 
@@ -31,7 +32,10 @@ def register(sub) -> None:
                    help="store zero wall times (byte-identical files for identical runs)")
     p.add_argument("--input-shape", action="append", default=[], metavar="D0,D1,...",
                    help="example input shape (repeat for several inputs) when ATTR is a plain nn.Module")
-    p.add_argument("--list-backends", action="store_true", help="list backends and whether they are usable")
+    p.add_argument("--pte", help="where to write the ExecuTorch program for backends whose passes produce it "
+                                 "(cortex_m; default: the trace's path with .pte)")
+    p.add_argument("--list-backends", action="store_true",
+                   help="list backends, whether they are usable, and what to install for those that are not")
     p.set_defaults(func=run)
 
 
@@ -39,9 +43,75 @@ def _list_backends() -> int:
     from ..passes.backends import available_backends, get_backend
 
     for name, reason in available_backends().items():
+        cfg = get_backend(name)
         state = "ok" if reason is None else f"unavailable: {reason}"
-        print(f"{name:10} {get_backend(name).description}\n{'':10} [{state}]")
+        print(f"{name:10} {cfg.description}\n{'':10} [{state}]")
+        if reason is not None:
+            print(f"{'':10} to use it: {cfg.advice()}")
     return 0
+
+
+def _runtime_note(trace, pte: str) -> str | None:
+    """One line when the pip ExecuTorch runtime has no kernel for some operator of the program
+    (``""`` when it has them all, ``None`` when the runtime could not be asked).
+
+    The operators are those of the trace's last snapshot (the program the ``.pte`` holds), spelled
+    as ExecuTorch's operator table spells them (``cortex_m::quantized_linear.out``).
+    """
+    import subprocess
+
+    last = trace.snapshots[-1].graph
+    ops = sorted({"::".join(n.target.split(".", 1)) for n in last
+                  if n.kind == "op" and n.target and n.target.count(".") >= 2})
+    code = ("from executorch.extension.pybindings import portable_lib as p\n"
+            "print('\\n'.join(p._get_operator_names()))")
+    try:  # a child process: loading the runtime's native library stays out of this one
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    have = set(proc.stdout.split())
+    lacking = [op for op in ops if op not in have]
+    if not lacking:
+        return ""
+    return (f"note: the pip ExecuTorch runtime has no kernels for {', '.join(lacking)}: {pte} runs on the "
+            f"target (an ExecuTorch runtime built with those kernels), not here; 'etlens info {pte}' lists its "
+            "kernels, the trace's last snapshot is its graph and memory plan")
+
+
+def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
+    """Run ``pte`` in the ExecuTorch runtime in a child process and compare with ``model``."""
+    import subprocess
+    import tempfile
+
+    import torch
+
+    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    if cfg.prepare_inputs is not None and quantize:  # the layout trace_passes exported with
+        inputs = cfg.prepare_inputs(inputs)
+    code = ("import sys, torch\n"
+            "from executorch.extension.pybindings.portable_lib import _load_for_executorch\n"
+            "out = _load_for_executorch(sys.argv[1]).forward(list(torch.load(sys.argv[2])))\n"
+            "torch.save([t for t in out], sys.argv[3])")
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = os.path.join(tmp, "in.pt"), os.path.join(tmp, "out.pt")
+        torch.save(list(inputs), src)
+        try:
+            proc = subprocess.run([sys.executable, "-c", code, pte, src, dst], capture_output=True, text=True,
+                                  timeout=600)
+        except subprocess.TimeoutExpired:
+            return f"note: running {pte} in the ExecuTorch runtime here timed out"
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines() or ["(no message)"]
+            last = next((ln for ln in reversed(lines) if "KernelCall failed" in ln), lines[-1])
+            return f"note: running {pte} in the ExecuTorch runtime here failed: {last}"
+        got = torch.load(dst)
+    with torch.no_grad():
+        ref = model(*inputs)
+    ref = [ref] if isinstance(ref, torch.Tensor) else list(ref)
+    diff = max(float((g.float() - r.float()).abs().max()) for g, r in zip(got, ref))
+    return f"ran {pte} in the ExecuTorch runtime here: max abs difference {diff:.3g} from the model"
 
 
 def run(args) -> int:
@@ -57,13 +127,32 @@ def run(args) -> int:
     get_backend(args.backend).check_available()  # fail before building the model
     model, inputs, name = load_model(args.model, args.input_shape)
     out = args.output or f"{name}.{args.backend}.trace.json"
+    pte = None
+    if get_backend(args.backend).to_executorch and not args.no_lower:
+        stem = out
+        for suffix in (".trace.json", ".json"):
+            if stem.endswith(suffix):
+                stem = stem[:-len(suffix)]
+                break
+        pte = args.pte or stem + ".pte"
+    elif args.pte:
+        raise EtlensError(f"--pte: the {args.backend} trace does not emit an ExecuTorch program (only backends whose "
+                          "passes rewrite the whole program do, e.g. cortex_m, and not with --no-lower); "
+                          "'etlens report' writes the .pte of a lowered model")
     trace = trace_passes(model, inputs, backend=args.backend, quantize=args.quantize,
                          quantize_io=args.quantize_io, lower=not args.no_lower, name=name, output=out,
-                         record_times=not args.no_times)
+                         record_times=not args.no_times, pte=pte)
     passes = sum(1 for s in trace.snapshots if s.stage == "pass")
     lost = sum(len(s.handle_report.get("lost") or []) for s in trace.snapshots)
     print(f"wrote {out}: {len(trace.snapshots)} snapshots ({passes} passes) of {name} for {args.backend}"
           + (f"; {lost} node(s) lost debug handles (see handle_report)" if lost else ""))
+    if pte is not None and trace.meta.get("pte"):
+        print(f"wrote {pte}")
+        note = _runtime_note(trace, pte)
+        if note:
+            print(note)
+        elif note == "" and not args.quantize_io:
+            print(_run_here(pte, model, get_backend(args.backend), inputs, args.quantize))
     if args.html:
         try:
             from ..views.html import generate_multi_pass_html

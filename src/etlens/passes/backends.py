@@ -48,6 +48,9 @@ __all__ = [
     "get_backend",
     "backend_names",
     "available_backends",
+    "backend_advice",
+    "import_advice",
+    "MISSING_MODULE_ADVICE",
     "instantiate_pass",
 ]
 
@@ -57,11 +60,14 @@ class PassSpec:
     """One pass of a backend's list: a display name and how to build it for the current program.
 
     ``make(program)`` returns a callable ``graph_module -> PassResult`` (the ``torch.fx.passes.infra``
-    shape) or an ExecuTorch ``ExportedProgramPassBase``.
+    shape) or an ExecuTorch ``ExportedProgramPassBase``. With ``on_program=True`` it returns a
+    function ``ExportedProgram -> ExportedProgram`` instead (a step a pass manager runs on the whole
+    program, e.g. ExecuTorch's ``lift_constant_tensor_pass``).
     """
 
     name: str
     make: Callable[[Any], Any]
+    on_program: bool = False
 
 
 @dataclass
@@ -82,6 +88,13 @@ class BackendConfig:
         relax_verifier: run passes under a class-only edge verifier, as backends do in preprocess
             (their passes may produce ops outside the core ATen set, e.g. ``aten.linear``).
         to_edge: optional override ``(exported_program, config) -> program`` for the edge stage.
+        prepare_inputs: ``(example_inputs) -> example_inputs`` laid out the way the backend's
+            quantizer expects, applied when quantizing (Cortex-M: 4-D tensors channels-last, as
+            ExecuTorch's Arm compiler does); ``None``: as given.
+        to_executorch: the pass list rewrites the whole program instead of delegating parts of it
+            (Cortex-M), so the tracer's last stage is ``to_executorch`` on the transformed edge
+            program: its snapshot is the program a ``.pte`` holds, and ``trace_passes(pte=…)``
+            writes it.
     """
 
     name: str
@@ -95,24 +108,39 @@ class BackendConfig:
     uses_executorch: bool = True
     relax_verifier: bool = True
     to_edge: Callable[[Any, Any], Any] | None = None
+    prepare_inputs: Callable[[tuple], tuple] | None = None
+    to_executorch: bool = False
 
-    def missing(self) -> list[str]:
-        """The modules of ``requires`` that do not import (empty when the backend is usable)."""
+    def import_errors(self) -> list[tuple[str, BaseException]]:
+        """``(module, exception)`` for each module of ``requires`` that does not import."""
         out = []
         for mod in self.requires:
             try:
                 importlib.import_module(mod)
             except Exception as exc:  # ImportError, or a broken install raising anything else
-                out.append(f"{mod} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+                out.append((mod, exc))
         return out
+
+    def missing(self) -> list[str]:
+        """The modules of ``requires`` that do not import (empty when the backend is usable)."""
+        return [f"{mod} ({_describe(exc)})" for mod, exc in self.import_errors()]
+
+    def advice(self) -> str | None:
+        """What to install (or change) to make the backend usable, derived from the actual import
+        error (``None`` when it imports). See :func:`import_advice`."""
+        errors = self.import_errors()
+        if not errors:
+            return None
+        return "; ".join(dict.fromkeys(import_advice(exc, self.install_hint) for _, exc in errors))
 
     def check_available(self) -> None:
         """Raise :class:`BackendUnavailableError` naming what to install when ``requires`` fails."""
-        missing = self.missing()
-        if missing:
-            hint = self.install_hint or f"install the Python packages providing {', '.join(self.requires)}"
+        errors = self.import_errors()
+        if errors:
+            missing = "; ".join(f"{mod} ({_describe(exc)})" for mod, exc in errors)
+            hint = "; ".join(dict.fromkeys(import_advice(exc, self.install_hint) for _, exc in errors))
             raise BackendUnavailableError(
-                f"backend {self.name!r} is not available: cannot import {'; '.join(missing)}. {hint}. "
+                f"backend {self.name!r} is not available: cannot import {missing}. {hint}. "
                 f"The 'aten' backend needs only PyTorch.")
 
     def quantizer(self) -> Any:
@@ -152,6 +180,55 @@ def pass_name(p: Any) -> str:
     if name and name != "<lambda>":
         return name
     return type(p).__name__
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"
+
+
+#: ``{missing top-level module: what to do}`` for modules a backend's import chain needs that no
+#: ExecuTorch wheel brings. Add to it for your own backends.
+MISSING_MODULE_ADVICE: dict[str, str] = {
+    "executorch": "install ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)",
+    "tosa_serializer": "pip install 'etlens[cortex-m]' && pip install --no-deps tosa-tools==2026.5.0 (tosa-tools "
+                       "provides tosa_serializer, which the Arm TOSA passes the Cortex-M passes reuse import; "
+                       "--no-deps because its exact pins would downgrade numpy and flatbuffers)",
+    "PyQnnManagerAdaptor": "build ExecuTorch with the Qualcomm backend (QNN SDK); the pip wheel does not "
+                           "include PyQnnManagerAdaptor",
+}
+
+
+def import_advice(exc: BaseException, fallback: str = "") -> str:
+    """Turn the exception a backend's import raised into one sentence saying what to do.
+
+    A missing module is looked up in :data:`MISSING_MODULE_ADVICE`; a name missing from the
+    standard library (``cannot import name 'override' from 'typing'``) means the interpreter is too
+    old for the backend; anything else falls back to the backend's ``install_hint``.
+    """
+    import sys
+
+    name = getattr(exc, "name", None)
+    if isinstance(exc, ModuleNotFoundError) and name:
+        top = name.split(".")[0]
+        if top in MISSING_MODULE_ADVICE:
+            return MISSING_MODULE_ADVICE[top]
+        return fallback or f"install the Python package that provides the module {name!r}"
+    text = str(exc)
+    if isinstance(exc, ImportError) and "from 'typing'" in text and "cannot import name" in text:
+        missing = text.split("cannot import name ", 1)[1].split(" ", 1)[0].strip("'\"")
+        here = ".".join(map(str, sys.version_info[:3]))
+        new_in = _TYPING_ADDED.get(missing)
+        if new_in is None:
+            return f"it needs typing.{missing}, which Python {here} lacks: use a newer Python"
+        return (f"it needs typing.{missing}, new in Python {new_in}; this is Python {here}: "
+                f"install etlens into a Python {new_in}+ environment")
+    return fallback or f"fix the import error ({_describe(exc)})"
+
+
+#: typing names newer than the oldest Python etlens supports (3.10), with the version adding them
+_TYPING_ADDED = {"override": "3.12", "Self": "3.11", "Never": "3.11", "TypeVarTuple": "3.11",
+                 "Unpack": "3.11", "ReadOnly": "3.13", "TypeIs": "3.13"}
 
 
 def instantiate_pass(cls: type, program: Any) -> Any:
@@ -221,6 +298,11 @@ def available_backends() -> dict[str, str | None]:
     return out
 
 
+def backend_advice() -> dict[str, str | None]:
+    """``{name: None if usable else what to install and why}`` (``etlens trace --list-backends``)."""
+    return {name: cfg.advice() for name, cfg in _REGISTRY.items()}
+
+
 # -- built-in backends -----------------------------------------------------------------------
 
 _ET_HINT = "install ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)"
@@ -262,10 +344,20 @@ def _cortex_m_quantizer():
 
 
 def _cortex_m_passes(program: Any) -> list[Any]:
+    # CortexMPassManager.transform(): its pass classes in order (built with the program and the
+    # target config, as the manager builds them), then lift_constant_tensor_pass on the result.
     from executorch.backends.cortex_m.passes import CortexMPassManager
 
-    return [PassSpec(cls.__name__, lambda prog, _c=cls: _cortex_m_instantiate(_c, prog))
-            for cls in CortexMPassManager(program).passes]
+    specs = [PassSpec(cls.__name__, lambda prog, _c=cls: _cortex_m_instantiate(_c, prog))
+             for cls in CortexMPassManager(program).passes]
+    specs.append(PassSpec("lift_constant_tensor_pass", lambda prog: _lift_constants, on_program=True))
+    return specs
+
+
+def _lift_constants(program: Any) -> Any:
+    from executorch.exir.program._program import lift_constant_tensor_pass
+
+    return lift_constant_tensor_pass(program)
 
 
 def _cortex_m_instantiate(cls: type, program: Any) -> Any:
@@ -276,8 +368,17 @@ def _cortex_m_instantiate(cls: type, program: Any) -> Any:
     if "target_config" in params:
         from executorch.backends.cortex_m.target_config import CortexM, CortexMTargetConfig
 
-        kwargs["target_config"] = CortexMTargetConfig(cpu=CortexM.M55)
+        kwargs["target_config"] = CortexMTargetConfig(cpu=CortexM.M55)  # the manager's default
     return cls(**kwargs)
+
+
+def _channels_last(inputs: tuple) -> tuple:
+    """4-D tensors channels-last: the Cortex-M quantizer only annotates NHWC convolutions and pools
+    (ExecuTorch's Arm compiler and Cortex-M tests convert their inputs the same way)."""
+    import torch
+
+    return tuple(x.to(memory_format=torch.channels_last) if isinstance(x, torch.Tensor) and x.dim() == 4 else x
+                 for x in inputs)
 
 
 def _cortex_m_config():
@@ -350,12 +451,12 @@ register_backend(BackendConfig(
     name="cortex_m",
     description="Arm Cortex-M (CMSIS-NN ops): CortexMPassManager's passes on the whole program",
     requires=["executorch.exir", "executorch.backends.cortex_m.passes"],
-    install_hint="install ExecuTorch with the Arm extras (the Cortex-M passes import the Arm backend, "
-                 "which needs 'tosa_serializer': pip install tosa-tools, or run "
-                 "executorch/examples/arm/setup.sh)",
+    install_hint="pip install 'etlens[cortex-m]' && pip install --no-deps tosa-tools==2026.5.0",
     quantizer_factory=_cortex_m_quantizer,
     pass_list=_cortex_m_passes,
     edge_compile_config=_cortex_m_config,
+    prepare_inputs=_channels_last,
+    to_executorch=True,
 ))
 register_backend(BackendConfig(
     name="vulkan",
@@ -376,7 +477,6 @@ register_backend(BackendConfig(
     name="cadence",
     description="Cadence DSPs: export/edge stages (its passes run inside its compiler entry point)",
     requires=["executorch.exir", "executorch.backends.cadence.aot.compiler"],
-    install_hint="the Cadence AOT package needs Python >= 3.12 (it imports typing.override) and "
-                 "ExecuTorch's Cadence extras",
+    install_hint="the Cadence AOT compiler needs Python >= 3.12 (it imports typing.override)",
     quantizer_factory=_cadence_quantizer,
 ))

@@ -23,7 +23,38 @@ from typing import Any, Iterable
 from ..errors import EtlensError
 from .backends import BackendConfig, get_backend
 
-__all__ = ["quantize_pt2e"]
+__all__ = ["quantize_pt2e", "capture_for_pt2e"]
+
+
+def capture_for_pt2e(model: Any, inputs: tuple) -> Any:
+    """Export ``model`` and return the ``GraphModule`` pt2e prepares: no ``_guards_fn`` submodule.
+
+    Recent torch (2.13 here) ``ExportedProgram.module()`` inserts a ``call_module`` to a ``_guards_fn``
+    submodule right after the placeholders (it re-checks input shapes when the module is called).
+    Quantizers that run ExecuTorch ``ExportPass`` rewrites before annotating (Cortex-M's
+    ``transform_for_annotation``, Arm's, …) cannot trace a ``call_module`` and fail with
+    ``ExportPassBaseError: call_module is not supported … %_guards_fn``. The guard only protects
+    calls with wrongly shaped inputs, which calibration never makes, so we ask torch not to generate
+    it (``module(check_guards=False)``; torch then checks with a forward pre-hook instead) and strip
+    any ``_guards_fn`` call that is still there (an older torch, or a ``model`` that is itself the
+    ``.module()`` of an exported program).
+    """
+    import inspect
+
+    import torch
+
+    ep = torch.export.export(model, inputs)
+    if "check_guards" in inspect.signature(ep.module).parameters:
+        gm = ep.module(check_guards=False)
+    else:  # an older torch: no check_guards argument
+        gm = ep.module()
+    guards = [n for n in gm.graph.nodes if n.op == "call_module" and n.target == "_guards_fn"]
+    for node in guards:
+        gm.graph.erase_node(node)  # returns nothing: no users
+    if guards:
+        gm.delete_submodule("_guards_fn")
+        gm.recompile()
+    return gm
 
 
 def quantize_pt2e(model: Any, inputs: tuple, backend_config: str | BackendConfig = "xnnpack", *,
@@ -43,7 +74,6 @@ def quantize_pt2e(model: Any, inputs: tuple, backend_config: str | BackendConfig
     Raises:
         EtlensError: the backend has no quantizer and none was given.
     """
-    import torch
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     cfg = get_backend(backend_config)
@@ -53,7 +83,7 @@ def quantize_pt2e(model: Any, inputs: tuple, backend_config: str | BackendConfig
                               "quantizer=… (a pt2e Quantizer)")
         quantizer = cfg.quantizer_factory()
     inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
-    gm = torch.export.export(model, inputs).module()
+    gm = capture_for_pt2e(model, inputs)
     prepared = prepare_pt2e(gm, quantizer)
     for batch in (calibration if calibration is not None else [inputs]):
         prepared(*batch)

@@ -10,7 +10,10 @@ and records a :class:`~etlens.model.trace.Snapshot` after each stage:
 4. ``quantize_io`` — :class:`~etlens.passes.quantize_io.QuantizeInputs`/``QuantizeOutputs`` when
    ``quantize_io=True`` (before any backend pass renames the quantize ops);
 5. one ``pass`` snapshot per backend pass, run one at a time on the edge program;
-6. ``lower`` — ``to_edge_transform_and_lower`` with the backend's partitioner.
+6. ``lower`` — ``to_edge_transform_and_lower`` with the backend's partitioner; or, for a backend
+   whose passes rewrite the whole program (``BackendConfig.to_executorch``, e.g. Cortex-M),
+   ``to_executorch`` on the transformed edge program (memory-planned, out-variant ops: what the
+   ``.pte`` holds; ``pte=path`` writes it).
 
 Each snapshot stores the graph, the stage's own wall time, the node-count delta, the structural
 diff against the previous snapshot and a debug-handle report (handles lost by the pass, and
@@ -177,7 +180,10 @@ class PipelineTracer:
         modified = None
         try:
             instance = spec.make(program)
-            new_program, modified = _apply_pass(program, instance, self.backend)
+            if spec.on_program:  # a whole-program step (ExportedProgram -> ExportedProgram)
+                new_program, modified = instance(program), None
+            else:
+                new_program, modified = _apply_pass(program, instance, self.backend)
         except Exception as exc:  # noqa: BLE001
             exc = _unwrap(exc)
             message = f"pass {spec.name} failed after {self.done}: {type(exc).__name__}: {exc}"
@@ -275,7 +281,8 @@ def trace_passes(model: Any, example_inputs: tuple, backend: str | BackendConfig
                  quantize: bool = False, *, quantize_io: bool = False, passes: Iterable[Any] | None = None,
                  extra_passes: Iterable[Any] = (), lower: bool = True, name: str | None = None,
                  output: str | os.PathLike | None = None, record_times: bool = True,
-                 progress: bool | None = None, raise_on_error: bool = False, record: bool = True) -> Trace:
+                 progress: bool | None = None, raise_on_error: bool = False, record: bool = True,
+                 pte: str | os.PathLike | None = None) -> Trace:
     """Compile ``model`` for ``backend`` stage by stage and return the :class:`Trace`.
 
     Args:
@@ -295,6 +302,8 @@ def trace_passes(model: Any, example_inputs: tuple, backend: str | BackendConfig
         raise_on_error: raise :class:`~etlens.errors.PassFailedError` (original exception chained)
             after recording a failure, instead of returning the trace with ``trace.failed`` set.
         record: ``False`` runs the pipeline without snapshots (for overhead measurements).
+        pte: write the ExecuTorch program there when the pipeline emits one (backends with
+            ``to_executorch``, e.g. ``cortex_m``); ``trace.meta["pte"]`` then names the file.
 
     Raises:
         BackendUnavailableError: the backend's packages do not import (names what to install).
@@ -306,11 +315,14 @@ def trace_passes(model: Any, example_inputs: tuple, backend: str | BackendConfig
     if quantize_io and not quantize:
         raise EtlensError("quantize_io needs a quantized program: pass quantize=True (--quantize) as well")
     inputs = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
+    if cfg.prepare_inputs is not None and quantize:
+        inputs = cfg.prepare_inputs(inputs)
     t = PipelineTracer(cfg, _model_name(model, name), record=record, record_times=record_times,
                        show_progress=progress)
     t.trace.meta = {"quantize": bool(quantize), "quantize_io": bool(quantize_io)}
     try:
-        _run(t, cfg, model, inputs, quantize, quantize_io, passes, list(extra_passes), lower)
+        _run(t, cfg, model, inputs, quantize, quantize_io, passes, list(extra_passes), lower,
+             None if pte is None else os.fspath(pte))
     finally:
         t._close()
     if output is not None and record:
@@ -321,12 +333,14 @@ def trace_passes(model: Any, example_inputs: tuple, backend: str | BackendConfig
 
 
 def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quantize: bool,
-         quantize_io: bool, passes: Iterable[Any] | None, extra: list, lower: bool) -> None:
+         quantize_io: bool, passes: Iterable[Any] | None, extra: list, lower: bool, pte: str | None) -> None:
     import torch
 
     ids = t.ids
     prog_graph = snap.program_graph
-    total = 3 + int(quantize) + (2 if quantize_io else 0) + int(lower and cfg.partitioner_factory is not None)
+    emits = lower and cfg.to_executorch and cfg.uses_executorch
+    total = 3 + int(quantize) + (2 if quantize_io else 0) + int(lower and cfg.partitioner_factory is not None) \
+        + int(emits)
     t._start_progress(total)
 
     if quantize:
@@ -390,3 +404,45 @@ def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quant
             return _lower(ep, cfg, config, tp)
 
         t.stage("lower", "lower", lower_fn, lambda m, n: prog_graph(m, n, "lower", ids))
+    elif emits:
+        def et_graph(m: Any, n: str) -> Graph:
+            graph = prog_graph(m, n, "lower", ids)
+            _memory_plan(m, graph)
+            return graph
+
+        et = t.stage("to_executorch", "lower", lambda: _to_executorch(program, config), et_graph)
+        if et is not None and pte is not None:
+            with open(pte, "wb") as f:
+                f.write(et.buffer)
+            t.trace.meta["pte"] = os.path.basename(pte)
+
+
+def _to_executorch(program: Any, config: Any) -> Any:
+    """The ExecuTorch program of a transformed edge program (what the Arm compiler does for Cortex-M)."""
+    from executorch.exir import EdgeProgramManager
+
+    return EdgeProgramManager({"forward": program}, compile_config=config).to_executorch()
+
+
+def _memory_plan(et: Any, graph: Graph) -> None:
+    """Copy the memory planner's decisions onto the snapshot: ``attrs["memory"]`` of each planned
+    node (``{"mem_id", "offset", "bytes"}``) and ``graph.meta["memory_arenas"]`` (bytes per arena;
+    arena 0 is reserved by ExecuTorch). Best effort: a program without specs keeps its graph as is."""
+    try:
+        program = et.exported_program()
+        plan = et.executorch_program.execution_plan[0]
+        arenas = [int(b) for b in plan.non_const_buffer_sizes]
+    except Exception:  # noqa: BLE001 - the plan is extra information, never a reason to fail
+        return
+    by_name = {n.name: n for n in graph}
+    for fx_node in program.graph.nodes:
+        node = by_name.get(fx_node.name)
+        spec = fx_node.meta.get("spec")
+        if node is None or spec is None or isinstance(spec, (list, tuple)):
+            continue
+        mem_id, offset = getattr(spec, "mem_id", None), getattr(spec, "mem_offset", None)
+        if mem_id is None or offset is None:
+            continue
+        node.attrs["memory"] = {"mem_id": int(mem_id), "offset": int(offset),
+                                "bytes": int(getattr(spec, "allocated_memory", 0) or 0)}
+    graph.meta["memory_arenas"] = arenas
