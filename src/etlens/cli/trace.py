@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from ..errors import EtlensError
 from .._progress import console
@@ -81,32 +82,23 @@ def _runtime_note(trace, pte: str) -> str | None:
 
 
 def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
-    """Run ``pte`` in the ExecuTorch runtime in a child process and compare with ``model``."""
-    import subprocess
+    """Run ``pte`` in the ExecuTorch runtime (a child process, see :mod:`etlens.passes.runner`) and
+    compare its outputs with ``model``'s."""
     import tempfile
 
     import torch
 
+    from ..passes.runner import run_program
+
     inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
     if cfg.prepare_inputs is not None and quantize:  # the layout trace_passes exported with
         inputs = cfg.prepare_inputs(inputs)
-    code = ("import sys, torch\n"
-            "from executorch.extension.pybindings.portable_lib import _load_for_executorch\n"
-            "out = _load_for_executorch(sys.argv[1]).forward(list(torch.load(sys.argv[2])))\n"
-            "torch.save([t for t in out], sys.argv[3])")
     with tempfile.TemporaryDirectory() as tmp:
-        src, dst = os.path.join(tmp, "in.pt"), os.path.join(tmp, "out.pt")
-        torch.save(list(inputs), src)
         try:
-            proc = subprocess.run([sys.executable, "-c", code, pte, src, dst], capture_output=True, text=True,
-                                  timeout=600)
-        except subprocess.TimeoutExpired:
-            return f"note: running {pte} in the ExecuTorch runtime here timed out"
-        if proc.returncode != 0:
-            lines = proc.stderr.strip().splitlines() or ["(no message)"]
-            last = next((ln for ln in reversed(lines) if "KernelCall failed" in ln), lines[-1])
+            got = run_program(pte, inputs, runs=1, etdump_path=os.path.join(tmp, "run.etdp"))
+        except EtlensError as exc:
+            last = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             return f"note: running {pte} in the ExecuTorch runtime here failed: {last}"
-        got = torch.load(dst)
     with torch.no_grad():
         ref = model(*inputs)
     ref = [ref] if isinstance(ref, torch.Tensor) else list(ref)
