@@ -278,9 +278,15 @@ def _method_memory(program: Any, plan: Any) -> MethodMemory:
         mine = [t for t in tensors if t.arena == aid]
         arena = Arena(id=aid, size=sizes[aid] if aid < len(sizes) else 0,
                       used_extent=max((t.offset + t.size for t in mine), default=0))
+        starts_at: dict[int, list[PlannedTensor]] = {}
+        for t in mine:
+            if t.first >= 0:
+                starts_at.setdefault(t.first, []).append(t)
+        active: list[PlannedTensor] = []
         live = []
-        for i in range(n):
-            live.append(_union_bytes([(t.offset, t.offset + t.size) for t in mine if t.first <= i <= t.last]))
+        for i in range(n):  # sweep: tensors join at ``first`` and leave after ``last``
+            active = [t for t in active if t.last >= i] + starts_at.get(i, [])
+            live.append(_union_bytes([(t.offset, t.offset + t.size) for t in active]))
         arena.live_bytes = live
         if live:
             peak = max(live)
