@@ -127,28 +127,47 @@ def _const_name(idx: int, t: Any, users: dict[int, str]) -> tuple[str, int]:
 
 
 class _Spans:
-    """Positional spans of the file; gaps become padding and overlaps are clipped (first wins)."""
+    """Positional spans of the file; gaps become padding and overlaps are clipped (first wins).
+
+    A *fill* span only takes the bytes no ordinary span claims (the rest of a delegate payload
+    after its header, graph and constants are named)."""
 
     def __init__(self) -> None:
         self.items: list[tuple[int, int, Part]] = []
+        self.fills: list[tuple[int, int, Part]] = []
 
-    def add(self, lo: int, n: int, part: Part) -> None:
+    def add(self, lo: int, n: int, part: Part, fill: bool = False) -> None:
         if n > 0:
-            self.items.append((lo, lo + n, part))
+            (self.fills if fill else self.items).append((lo, lo + n, part))
+
+    def _gap(self, lo: int, hi: int, pad_group: str, out: list[Part]) -> None:
+        for flo, fhi, part in sorted(self.fills, key=lambda s: s[0]):
+            a, b = max(lo, flo), min(hi, fhi)
+            if b <= a:
+                continue
+            if a > lo:
+                out.append(Part("alignment padding", a - lo, "padding", pad_group))
+            part.bytes += b - a
+            if part not in out:
+                out.append(part)
+            lo = b
+        if hi > lo:
+            out.append(Part("alignment padding", hi - lo, "padding", pad_group))
 
     def leaves(self, start: int, end: int, pad_group: str) -> list[Part]:
-        out, cursor = [], start
+        out: list[Part] = []
+        cursor = start
         for lo, hi, part in sorted(self.items, key=lambda s: (s[0], -s[1])):
             lo, hi = max(lo, cursor), min(hi, end)
             if hi <= lo:
                 continue
             if lo > cursor:
-                out.append(Part("alignment padding", lo - cursor, "padding", pad_group))
+                self._gap(cursor, lo, pad_group, out)
             part.bytes = hi - lo
             out.append(part)
             cursor = hi
         if end > cursor:
-            out.append(Part("alignment padding", end - cursor, "padding", pad_group))
+            self._gap(cursor, end, pad_group, out)
         return out
 
 
@@ -266,7 +285,7 @@ def analyze_size(data: bytes | bytearray | memoryview, name: str = "<bytes>", et
             else:
                 # whatever of the payload the split did not name stays with the delegate, not the file padding
                 spans.add(d.payload_offset, d.payload_size,
-                          Part(f"{plan.name} delegate[{di}] {d.id} payload (rest)", 0, "delegate", grp))
+                          Part(f"{plan.name} delegate[{di}] {d.id} payload (rest)", 0, "delegate", grp), fill=True)
     for nd in program.named_data:
         if nd.segment_index in seg_done or nd.segment_index >= len(program.segments):
             continue
