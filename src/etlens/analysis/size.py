@@ -255,7 +255,7 @@ def analyze_size(data: bytes | bytearray | memoryview, name: str = "<bytes>", et
             who, backend = inline_owner.get(idx, (f"backend_delegate_data[{idx}]", "unknown"))
             parts.append(Part(who + " (inline payload)", b, "delegate", f"delegate {backend}"))
         else:
-            parts.append(Part(g, b, "program", "program"))
+            parts.append(Part(f"FlatBuffer {g}", b, "program", "program"))
 
     # ---- the segments -----------------------------------------------------------------
     spans = _Spans()

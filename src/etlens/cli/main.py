@@ -20,6 +20,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 #: Subcommand modules, in the order ``etlens --help`` lists them.
 COMMANDS = ["report", "info", "view", "inspect", "gap", "trace", "delegation", "model_explorer", "demos"]
+COMMANDS += ["memory", "size", "diff", "verify"]  # issue 15: memory, size, program diff, bundled programs
 
 
 def build_parser() -> argparse.ArgumentParser:
