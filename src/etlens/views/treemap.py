@@ -14,6 +14,7 @@ Example::
 from __future__ import annotations
 
 import html
+import os
 from typing import Any
 
 from .memory_timeline import TOOLTIP_JS, human_bytes
@@ -126,7 +127,7 @@ def treemap_svg(report: Any, width: int = 960, height: int = 520) -> str:
 
 def write_treemap_html(report: Any, path: str, title: str | None = None) -> str:
     """Write the whole treemap page (offline) and return ``path``."""
-    title = title or f"size · {report.path} · {report.total_bytes} bytes"
+    title = title or f"size · {os.path.basename(report.path)} · {report.total_bytes} bytes"
     doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
            f"<style>body{{margin:16px}}{TREEMAP_CSS}</style></head><body class='etl-size'>"
            f"<h2>{html.escape(title)}</h2><p>Every byte of the file is in exactly one rectangle (area = bytes). "
