@@ -44,8 +44,10 @@ from ..schema import SCALAR_TYPES
 __all__ = ["PlannedTensor", "Arena", "Overlap", "MethodMemory", "MemoryReport", "analyze_memory",
            "attach_etrecord", "tensor_nbytes", "instruction_uses"]
 
-_VIEW_WORDS = ("view", "alias", "reshape", "squeeze", "unsqueeze", "expand", "permute", "transpose", "slice",
-               "select", "as_strided", "t.", "flatten", "detach")
+#: operators whose output shares its input's memory (``*_copy`` variants copy, so they are not here)
+_VIEW_OPS = frozenset({"et_view", "view", "alias", "reshape", "_reshape_alias", "_unsafe_view", "squeeze",
+                       "unsqueeze", "expand", "permute", "transpose", "slice", "select", "as_strided", "t",
+                       "flatten", "detach", "narrow", "unfold", "split", "chunk", "unbind"})
 
 
 def tensor_nbytes(scalar_type: int, sizes: tuple[int, ...]) -> int:
@@ -226,9 +228,9 @@ def _union_bytes(ranges: list[tuple[int, int]]) -> int:
 
 
 def _is_view_like(label: str) -> bool:
+    """A view operator (``executorch_prim::et_view``, ``aten::view`` …) or a move."""
     low = label.lower()
-    return low.startswith("executorch_prim::et_view") or low == "movecall" or any(
-        w in low.split("::")[-1] for w in _VIEW_WORDS)
+    return low == "movecall" or low.split("::")[-1].split(".")[0] in _VIEW_OPS
 
 
 def _classify(a: PlannedTensor, b: PlannedTensor, plan: Any, instrs: list[Any], labels: list[str]) -> tuple[str, str]:
