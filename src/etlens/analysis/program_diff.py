@@ -95,13 +95,16 @@ def diff_plan(index: int, pa: Any, pb: Any, da: Any, db: Any, prog_a: Any, prog_
         if xa.kind == "tensor" and xb.kind == "tensor" and xa.val is not None and xb.val is not None:
             fa, fb = _tensor_fields(xa.val), _tensor_fields(xb.val)
             meta = [{"field_name": k, "value_a": fa[k], "value_b": fb[k]} for k in fa if fa[k] != fb[k]]
-            entry: dict[str, Any] = {"evalue_index": idx, "metadata_diffs": meta, "bytes_differ": False}
+            entry: dict[str, Any] = {"evalue_index": idx, "metadata_diffs": meta, "bytes_differ": False,
+                                     "num_elements": 0, "num_differing": 0, "max_abs_diff": 0.0, "mean_abs_diff": 0.0}
             ba = _constant_bytes(da, prog_a, xa.val.data_buffer_idx) if xa.val.data_buffer_idx > 0 else None
             bb = _constant_bytes(db, prog_b, xb.val.data_buffer_idx) if xb.val.data_buffer_idx > 0 else None
-            if ba is not None and bb is not None and ba != bb:
-                numel = int(np.prod(xa.val.sizes)) if xa.val.sizes else 1
-                entry.update(bytes_differ=True, byte_size_a=len(ba), byte_size_b=len(bb),
-                             **_data_stats(ba, bb, xa.val.scalar_type, numel))
+            # as diff_pte: data on either side that is not the same on both is a data difference
+            if (ba is not None or bb is not None) and ba != bb:
+                entry.update(bytes_differ=True, byte_size_a=len(ba or b""), byte_size_b=len(bb or b""))
+                if ba is not None and bb is not None:
+                    numel = int(np.prod(xa.val.sizes)) if xa.val.sizes else 1
+                    entry.update(_data_stats(ba, bb, xa.val.scalar_type, numel))
             if meta or entry["bytes_differ"]:
                 tensor_diffs.append(entry)
         elif xa.kind != xb.kind:
