@@ -55,9 +55,11 @@ def _format(d: dict) -> str:
                 lines.append(f"  {k}: {p[f'{k}_a']} vs {p[f'{k}_b']}")
         for t in p["tensor_diffs"][:20]:
             extra = "".join(f"; {m['field_name']}: {m['value_a']} vs {m['value_b']}" for m in t["metadata_diffs"])
-            if t["bytes_differ"]:
+            if t["bytes_differ"] and t["num_elements"]:
                 extra += (f"; {t['num_differing']}/{t['num_elements']} elements differ, max_abs_diff "
                           f"{t['max_abs_diff']:.6g}, mean_abs_diff {t['mean_abs_diff']:.6g}")
+            elif t["bytes_differ"]:
+                extra += f"; constant data only in {'A' if t.get('byte_size_a') else 'B'}"
             lines.append(f"  value {t['evalue_index']}{extra}")
         if len(p["tensor_diffs"]) > 20:
             lines.append(f"  ... {len(p['tensor_diffs']) - 20} more differing tensors")
