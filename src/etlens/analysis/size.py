@@ -235,7 +235,7 @@ def analyze_size(data: bytes | bytearray | memoryview, name: str = "<bytes>", et
     layout = flatbuffer_layout(data, program_fbs, "Program", group, end=fb_end, name=name, reserved=reserved)
     parts: list[Part] = []
     inline_owner: dict[int, tuple[str, str]] = {}
-    for pi, plan in enumerate(program.execution_plan):
+    for plan in program.execution_plan:
         for di, d in enumerate(plan.delegates):
             if d.location == "INLINE":
                 inline_owner.setdefault(d.index, (f"{plan.name} delegate[{di}] {d.id}", d.id))
@@ -273,7 +273,7 @@ def analyze_size(data: bytes | bytearray | memoryview, name: str = "<bytes>", et
             cap = sizes[idx] if idx < len(sizes) else 0
             used = min(tensor_bytes, cap) if tensor_bytes else cap
             spans.add(base + seg.offset + off, used, Part(label, 0, "constant", "constants", {"buffer": idx}))
-    for pi, plan in enumerate(program.execution_plan):
+    for plan in program.execution_plan:
         for di, d in enumerate(plan.delegates):
             if d.location != "SEGMENT" or d.index in seg_done:
                 continue

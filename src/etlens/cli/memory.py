@@ -29,9 +29,10 @@ def format_memory(report, top: int = 10) -> str:
         lines.append(f"\nmethod {m.name}: {len(m.instructions)} instructions, {len(m.tensors)} planned tensors, "
                      f"non_const_buffer_sizes {list(m.non_const_buffer_sizes)}")
         for a in m.arenas:
+            op = m.instructions[a.peak_at] if 0 <= a.peak_at < len(m.instructions) else "-"
             lines.append(f"  arena {a.id}: size {a.size} B ({human_bytes(a.size)}), peak live {a.peak_live} B at "
-                         f"instruction {a.peak_at} ({m.instructions[a.peak_at] if 0 <= a.peak_at < len(m.instructions) else '-'}), "
-                         f"waste {a.waste} B, {len(a.live_at_peak)} tensors live at the peak")
+                         f"instruction {a.peak_at} ({op}), waste {a.waste} B, {len(a.live_at_peak)} tensors live at "
+                         "the peak")
             big = sorted((t for t in m.tensors if t.arena == a.id), key=lambda t: -t.size)[:top]
             for t in big:
                 where = f"  {t.node} ({t.module})" if t.node else ""

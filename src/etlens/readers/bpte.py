@@ -138,7 +138,7 @@ def read_bpte_bytes(data: bytes | bytearray | memoryview, name: str = "<bytes>")
         raise FormatError(f"{name}: bundled program has no embedded program (field program is empty); {_HINT}")
     program = read_pte_bytes(memoryview(data)[start:start + size], name=f"{name} (embedded program)")
     return BpteArtifact(format="bpte", path=name, version=root.get(B.version), suites=suites, pte=program,
-                        program_offset=start, program_size=size)
+                        program_offset=start, program_size=size, data=data)
 
 
 def read(path: str | os.PathLike[str]) -> "BpteArtifact":
@@ -156,6 +156,7 @@ class BpteArtifact(Artifact):
     pte: PteArtifact | None = None
     program_offset: int = 0
     program_size: int = 0
+    data: Any = field(default=None, repr=False)
 
     @property
     def program(self) -> Any:
@@ -165,10 +166,8 @@ class BpteArtifact(Artifact):
         return self.pte.graphs() if self.pte is not None else {}
 
     def program_bytes(self) -> bytes:
-        """The embedded ``.pte`` bytes (read again from the file)."""
-        with open(self.path, "rb") as f:
-            f.seek(self.program_offset)
-            return f.read(self.program_size)
+        """The embedded ``.pte`` bytes."""
+        return bytes(self.data[self.program_offset:self.program_offset + self.program_size])
 
     def summary(self) -> dict[str, Any]:
         out = self.pte.summary() if self.pte is not None else {}

@@ -94,7 +94,7 @@ def _arena_svg(m: Any, arena: Any, width: int = 960) -> str:
     pts = " ".join(f"{x(i):.1f},{y0 - curve_h * b / top:.1f} {x(i + 1):.1f},{y0 - curve_h * b / top:.1f}"
                    for i, b in enumerate(arena.live_bytes))
     parts.append(f"<line x1='{left}' x2='{left + plot_w}' y1='10' y2='10' stroke='#999' stroke-dasharray='4 3'/>")
-    parts.append(f"<text x='4' y='14' font-size='10' fill='#666'>size</text>")
+    parts.append("<text x='4' y='14' font-size='10' fill='#666'>size</text>")
     if pts:
         parts.append(f"<polyline points='{pts}' fill='none' stroke='#2d6cdf' stroke-width='1.5'/>")
     if arena.peak_at >= 0:

@@ -53,11 +53,7 @@ def squarify(values: list[float], x: float, y: float, w: float, h: float) -> lis
         row = [areas[i]]
         j = i + 1
 
-        def worst(r: list[float]) -> float:
-            s = sum(r)
-            return max(max(s * s / (short * short * a), short * short * a / (s * s)) if a > 0 else 1e18 for a in r) \
-                if s > 0 else 1e18
-        while j < len(areas) and worst(row + [areas[j]]) <= worst(row):
+        while j < len(areas) and _worst(row + [areas[j]], short) <= _worst(row, short):
             row.append(areas[j])
             j += 1
         s = sum(row)
@@ -79,6 +75,14 @@ def squarify(values: list[float], x: float, y: float, w: float, h: float) -> lis
             y, h = y + rh, h - rh
         i = j
     return out
+
+
+def _worst(row: list[float], short: float) -> float:
+    """The worst aspect ratio of a row of areas laid along a side of length ``short``."""
+    s = sum(row)
+    if s <= 0:
+        return 1e18
+    return max(max(s * s / (short * short * a), short * short * a / (s * s)) if a > 0 else 1e18 for a in row)
 
 
 def treemap_svg(report: Any, width: int = 960, height: int = 520) -> str:
