@@ -107,17 +107,36 @@ def test_info_lists_bpte_cases(bundled, capsys):
 
 
 def test_verify_good_and_bad(bundled, tmp_path, capsys):
+    """One runtime child for bad.bpte: cases 0 and 2 (expected outputs from eager PyTorch) pass, case 1
+    (expected output shifted by 1.0) fails and is named; the exit status is 2."""
     out = tmp_path / "v.json"
-    assert main(["verify", str(bundled / "good.bpte"), "--format", "json", "-o", str(out)]) == 0
-    doc = json.loads(out.read_text())
-    assert [c["passed"] for c in doc["cases"]] == [True, True, True]
-    assert all(c["max_abs_diff"] < 1e-4 for c in doc["cases"])
     assert main(["verify", str(bundled / "bad.bpte"), "--format", "json", "-o", str(out)]) == 2
     doc = json.loads(out.read_text())
-    bad = [c for c in doc["cases"] if not c["passed"]]
-    assert [(c["method"], c["index"]) for c in bad] == [("forward", 1)]
-    assert bad[0]["max_abs_diff"] == pytest.approx(1.0, abs=1e-4)
+    assert [(c["method"], c["index"], c["passed"]) for c in doc["cases"]] == [
+        ("forward", 0, True), ("forward", 1, False), ("forward", 2, True)]
+    assert doc["cases"][0]["max_abs_diff"] < 1e-4 and doc["cases"][2]["max_abs_diff"] < 1e-4
+    assert doc["cases"][1]["max_abs_diff"] == pytest.approx(1.0, abs=1e-4)
     assert "forward[1]" in capsys.readouterr().err
+
+
+def test_verify_exit_zero_when_all_pass(monkeypatch, bundled, capsys):
+    import etlens.analysis.bundled as B
+
+    monkeypatch.setattr(B, "verify_bundled", lambda *a, **k: {"cases": [
+        {"method": "forward", "index": 0, "passed": True, "max_abs_diff": 0.0}], "passed": True})
+    assert main(["verify", str(bundled / "good.bpte")]) == 0
+    assert "1/1 cases passed" in capsys.readouterr().out
+
+
+def test_compare_outputs_rules():
+    import numpy as np
+
+    from etlens.analysis.bundled import compare_outputs
+
+    assert compare_outputs([np.ones(3)], [np.ones(3) + 1e-6], 1e-5, 0)["passed"]
+    assert not compare_outputs([np.ones(3)], [np.ones(3) + 1e-3], 1e-5, 0)["passed"]
+    assert "shape" in compare_outputs([np.ones(3)], [np.ones(4)], 1, 1)["detail"]
+    assert "outputs" in compare_outputs([], [np.ones(4)], 1, 1)["detail"]
 
 
 @pytest.mark.parametrize("mutate", ["truncate", "program_offset", "tiny"])

@@ -70,6 +70,8 @@ class BundledValue:
         info = SCALAR_TYPES.get(self.scalar_type)
         if info is None or info.storage is None:
             raise FormatError(f"bundled tensor of scalar type {self.scalar_type} cannot be decoded")
+        if any(s < 0 for s in self.sizes):
+            raise FormatError(f"bundled tensor {self.describe()} has a negative size; the file is corrupt; {_HINT}")
         n = 1
         for s in self.sizes:
             n *= s
