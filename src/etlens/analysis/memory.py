@@ -300,23 +300,27 @@ def _method_memory(program: Any, plan: Any) -> MethodMemory:
 
 
 def _overlaps(tensors: list[PlannedTensor], plan: Any, instrs: list[Any], labels: list[str]) -> list[Overlap]:
+    """Pairs live at the same instruction with intersecting bytes, by a sweep over time: each tensor is
+    checked, when it starts, against the tensors of its arena still live then (two lifetimes intersect
+    exactly when one starts while the other is live)."""
     out = []
     by_arena: dict[int, list[PlannedTensor]] = {}
     for t in tensors:
         if t.first >= 0 and t.size > 0:
             by_arena.setdefault(t.arena, []).append(t)
     for aid, ts in by_arena.items():
-        ts.sort(key=lambda t: t.offset)
-        for i, a in enumerate(ts):
-            for b in ts[i + 1:]:
-                if b.offset >= a.offset + a.size:
-                    break
-                lo, hi = max(a.first, b.first), min(a.last, b.last)
-                if lo > hi:
-                    continue
-                shared = min(a.offset + a.size, b.offset + b.size) - b.offset
-                kind, reason = _classify(a, b, plan, instrs, labels)
-                out.append(Overlap(a.value, b.value, aid, (lo, hi), shared, kind, reason))
+        ts.sort(key=lambda t: (t.first, t.offset, t.value))
+        active: list[PlannedTensor] = []
+        for b in ts:
+            active = [a for a in active if a.last >= b.first]
+            for a in active:
+                if a.offset < b.offset + b.size and b.offset < a.offset + a.size:
+                    lo, hi = b.first, min(a.last, b.last)
+                    first, second = (a, b) if (a.offset, a.value) <= (b.offset, b.value) else (b, a)
+                    shared = min(a.offset + a.size, b.offset + b.size) - max(a.offset, b.offset)
+                    kind, reason = _classify(first, second, plan, instrs, labels)
+                    out.append(Overlap(first.value, second.value, aid, (lo, hi), shared, kind, reason))
+            active.append(b)
     return out
 
 

@@ -37,13 +37,14 @@ def _ops(plan: Any) -> Counter[str]:
     return Counter(op.qualified for op in plan.operators)
 
 
-def _constant_bytes(data: Any, program: Any, idx: int) -> bytes | None:
-    """The stored bytes of constant buffer ``idx`` (segment or inline), ``None`` when unknown."""
+def _constant_bytes(data: Any, program: Any, idx: int, sizes: list[int]) -> bytes | None:
+    """The stored bytes of constant buffer ``idx`` of the constant segment, ``None`` when unknown
+    (``sizes`` is ``program.constant_sizes()``, computed once per program by the caller)."""
     offs = program.constant_segment_offsets
-    if offs and program.constant_segment_index is not None and idx < len(offs):
+    if offs and program.constant_segment_index is not None and idx < len(offs) and idx < len(sizes):
         seg = program.segments[program.constant_segment_index]
         start = program.segment_base_offset + seg.offset + offs[idx]
-        return bytes(data[start:start + program.constant_sizes()[idx]])
+        return bytes(data[start:start + sizes[idx]])
     return None
 
 
@@ -71,8 +72,10 @@ def _tensor_fields(t: Any) -> dict[str, Any]:
             "fully_qualified_name": t.fully_qualified_name}
 
 
-def diff_plan(index: int, pa: Any, pb: Any, da: Any, db: Any, prog_a: Any, prog_b: Any) -> dict[str, Any]:
+def diff_plan(index: int, pa: Any, pb: Any, da: Any, db: Any, prog_a: Any, prog_b: Any,
+              sizes: tuple[list[int], list[int]] | None = None) -> dict[str, Any]:
     """One plan pair, ``diff_pte``'s ``ExecutionPlanDiff`` fields as JSON."""
+    sa, sb = sizes if sizes is not None else (prog_a.constant_sizes(), prog_b.constant_sizes())
     out: dict[str, Any] = {"plan_index": index, "name": pa.name, "name_a": None, "name_b": None}
     if pa.name != pb.name:
         out["name_a"], out["name_b"] = pa.name, pb.name
@@ -97,8 +100,8 @@ def diff_plan(index: int, pa: Any, pb: Any, da: Any, db: Any, prog_a: Any, prog_
             meta = [{"field_name": k, "value_a": fa[k], "value_b": fb[k]} for k in fa if fa[k] != fb[k]]
             entry: dict[str, Any] = {"evalue_index": idx, "metadata_diffs": meta, "bytes_differ": False,
                                      "num_elements": 0, "num_differing": 0, "max_abs_diff": 0.0, "mean_abs_diff": 0.0}
-            ba = _constant_bytes(da, prog_a, xa.val.data_buffer_idx) if xa.val.data_buffer_idx > 0 else None
-            bb = _constant_bytes(db, prog_b, xb.val.data_buffer_idx) if xb.val.data_buffer_idx > 0 else None
+            ba = _constant_bytes(da, prog_a, xa.val.data_buffer_idx, sa) if xa.val.data_buffer_idx > 0 else None
+            bb = _constant_bytes(db, prog_b, xb.val.data_buffer_idx, sb) if xb.val.data_buffer_idx > 0 else None
             # as diff_pte: data on either side that is not the same on both is a data difference
             if (ba is not None or bb is not None) and ba != bb:
                 entry.update(bytes_differ=True, byte_size_a=len(ba or b""), byte_size_b=len(bb or b""))
@@ -142,7 +145,8 @@ def diff_programs(path_a: str | os.PathLike[str], path_b: str | os.PathLike[str]
     out["version_a"], out["version_b"] = (None, None) if prog_a.version == prog_b.version else (
         prog_a.version, prog_b.version)
     n = min(len(prog_a.execution_plan), len(prog_b.execution_plan))
-    plans = [diff_plan(i, prog_a.execution_plan[i], prog_b.execution_plan[i], da, db, prog_a, prog_b)
+    sizes = (prog_a.constant_sizes(), prog_b.constant_sizes())
+    plans = [diff_plan(i, prog_a.execution_plan[i], prog_b.execution_plan[i], da, db, prog_a, prog_b, sizes)
              for i in range(n)]
     out["plans"] = [p for p in plans if _has_differences(p)]
     out["all_plans"] = [{"plan_index": p["plan_index"], "name": p["name"],
