@@ -183,8 +183,10 @@ def _xnnpack_parts(d: Any, di: int, plan_name: str, spans: _Spans, group: str, d
     base = d.payload_offset
     # the XH00 header: its own length, then graph and constant regions (see readers.xnnpack)
     _, _, hlen, fb_off, fb_size, const_off, _ = struct.unpack_from("<4s4sHIIIQ", data, base)
-    spans.add(base, hlen, Part("XNNPACK header", 0, "delegate", group))
-    spans.add(base + fb_off, fb_size, Part("XNNGraph FlatBuffer", 0, "delegate", group))
+    who = f"{plan_name} delegate[{di}]"
+    spans.add(base, hlen, Part(f"{who} XNNPACK header", 0, "delegate", group))
+    spans.add(base + fb_off, fb_size, Part(f"{who} XNNGraph FlatBuffer ({len(x.nodes)} nodes)", 0, "delegate",
+                                            group))
     users: dict[int, str] = {}
     vals = {v.constant_buffer_idx: v for v in x.values if v.constant_buffer_idx}
     by_vid = {v.id: v for v in x.values}
@@ -197,11 +199,11 @@ def _xnnpack_parts(d: Any, di: int, plan_name: str, spans: _Spans, group: str, d
         v = vals.get(idx)
         shape = f" {v.datatype}[{'x'.join(map(str, v.dims))}]" if v is not None else ""
         if key:
-            named.setdefault(key, f"{d.id} const[{idx}]{shape} {users.get(idx, '')}".rstrip())
+            named.setdefault(key, f"{who} const[{idx}]{shape} {users.get(idx, '')}".rstrip())
         if key or not size:
             continue
         spans.add(base + const_off + off, size,
-                  Part(f"const[{idx}]{shape} {users.get(idx, '')}".rstrip(), 0, "xnnpack_constant", group,
+                  Part(f"{who} const[{idx}]{shape} {users.get(idx, '')}".rstrip(), 0, "xnnpack_constant", group,
                        {"delegate": di, "method": plan_name}))
     return True
 
