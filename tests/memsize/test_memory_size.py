@@ -148,3 +148,23 @@ def test_size_truncated_is_one_error(artifacts, cut):
     data = open(artifacts["mlp_xnnpack"].pte, "rb").read()
     with pytest.raises(EtlensError):
         analyze_size(data[:cut], "cut.pte")
+
+
+def test_torch_free_reading_and_analysis():
+    """.bpte reading, memory, size and program diff never import torch or executorch."""
+    import subprocess
+    import sys
+
+    from tests.conftest import DATA, ROOT
+
+    code = ("import sys\nfrom etlens.readers import read\nfrom etlens.analysis.size import size_of_file\n"
+            "from etlens.analysis.memory import analyze_memory\n"
+            "from etlens.analysis.program_diff import diff_programs\n"
+            f"a = read({str(DATA / 'bundled_small.bpte')!r}); a.summary()\n"
+            f"[v.array() for s in a.suites for c in s.cases for v in c.inputs + c.expected_outputs]\n"
+            f"p = {str(DATA / 'mlp_xnnpack.pte')!r}; size_of_file(p); analyze_memory(read(p))\n"
+            f"diff_programs(p, {str(DATA / 'mlp_portable.pte')!r})\n"
+            "assert 'torch' not in sys.modules and 'executorch' not in sys.modules, 'heavy import'\n")
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
