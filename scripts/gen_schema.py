@@ -38,6 +38,7 @@ SCHEMAS = [
     ("schema/program.fbs", "program_fbs"),
     ("devtools/etdump/etdump_schema_flatcc.fbs", "etdump_fbs"),
     ("backends/xnnpack/serialization/schema.fbs", "xnnpack_fbs"),
+    ("devtools/bundled_program/schema/bundled_program_schema.fbs", "bundled_program_fbs"),
 ]
 
 SCALARS = {

@@ -26,7 +26,7 @@ from tests.robustness import _strategies as S
 
 N = int(os.environ.get("ETLENS_FUZZ_EXAMPLES", "10000"))
 # longest first for -n 2
-ORDER = tuple(os.environ.get("ETLENS_FUZZ_READERS", "pt2,debug,etrecord,etdump,pte,trace,graph").split(","))
+ORDER = tuple(os.environ.get("ETLENS_FUZZ_READERS", "pt2,debug,etrecord,etdump,pte,bpte,trace,graph").split(","))
 
 
 @pytest.mark.fuzz

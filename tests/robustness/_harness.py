@@ -48,7 +48,7 @@ ABSURD_U16 = (0, 1, 2, 3, 0x7FFF, 0x8000, 0xFFFF, 0xFFFE)
 ABSURD_I64 = (-1, -(2 ** 63), 2 ** 63 - 1, 2 ** 40, 2 ** 31, 2 ** 32 + 7, -4096)
 FILL_BYTES = (0x00, 0xFF, 0x7F, 0x80, 0x41, 0x22, 0x5C)
 
-EXT = {"pte": ".pte", "etdump": ".etdp", "etrecord": ".etrecord", "pt2": ".pt2", "trace": ".json",
+EXT = {"pte": ".pte", "bpte": ".bpte", "etdump": ".etdp", "etrecord": ".etrecord", "pt2": ".pt2", "trace": ".json",
        "graph": ".json"}
 
 
@@ -123,6 +123,20 @@ def exercise(kind: str, path: str, debug: str | None = None) -> None:
 
         _touch_graphs(read_graph_json(path))
         return
+    elif kind == "bpte":
+        from etlens.analysis.memory import analyze_memory
+        from etlens.analysis.size import analyze_size
+        from etlens.readers import bpte
+
+        art = bpte.read(path)
+        _touch_graphs(art)
+        for suite in art.suites:
+            for case in suite.cases:
+                for v in case.inputs + case.expected_outputs:
+                    v.array()
+        analyze_memory(art.pte)
+        analyze_size(art.program_bytes(), path)
+        return
     elif kind == "sniff":
         from etlens.readers import read
 
@@ -132,6 +146,12 @@ def exercise(kind: str, path: str, debug: str | None = None) -> None:
         raise ValueError(kind)
     art = mod.read(path)
     _touch_graphs(art)
+    if kind == "pte":
+        from etlens.analysis.memory import analyze_memory
+        from etlens.analysis.size import size_of_file
+
+        analyze_memory(art)
+        size_of_file(path)
     if kind == "etdump":
         decode_debug(art.dump, debug)
     elif kind == "etrecord":
@@ -277,6 +297,8 @@ def committed_seeds() -> dict[str, list[tuple[str, bytes]]]:
             if key in files:
                 seeds[kind].append((f"{case}.{kind}", (DATA / files[key]).read_bytes()))
     seeds.update(json_seeds([str(DATA / manifest[c]["pte"]) for c in sorted(manifest) if "pte" in manifest[c]]))
+    # a bundled program written by ExecuTorch's serializer (tests/memsize/make_bpte.py)
+    seeds["bpte"] = [("bundled_small.bpte", (DATA / "bundled_small.bpte").read_bytes())]
     return seeds
 
 

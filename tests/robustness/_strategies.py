@@ -82,7 +82,7 @@ def mutated(draw, kind: str):
         if kind in ("etrecord", "pt2"):
             return label + " (zip entry mutated)", H.mutate_zip(rng, data)
         return label + " (json mutated)", H.mutate_json_text(rng, data)
-    h = hot(label, data) if kind in ("pte", "etdump") else []
+    h = hot(label, data) if kind in ("pte", "bpte", "etdump") else []
     ops = draw(byte_ops(len(data), h))
     return f"{label} {ops}", H.apply_ops(data, ops)
 
@@ -126,7 +126,7 @@ def seeded_input(kind: str, seed: int) -> tuple[str, bytes, bytes | None]:
         return f"{label} zip seed {seed}", H.mutate_zip(rng, data), None
     if kind in ("trace", "graph") and r < 0.8:
         return f"{label} json seed {seed}", H.mutate_json_text(rng, data), None
-    h = hot(label, data) if kind in ("pte", "etdump") else []
+    h = hot(label, data) if kind in ("pte", "bpte", "etdump") else []
     return f"{label} bytes seed {seed}", H.apply_ops(data, H.random_ops(rng, len(data), h)), None
 
 
@@ -188,5 +188,5 @@ def reader_property(kind: str, max_examples: int, *, memory: bool = True):
 
 
 _WORK = tempfile.TemporaryDirectory(prefix="etlens-fuzz-")
-KINDS = ("pte", "etdump", "debug", "etrecord", "pt2", "trace", "graph")
+KINDS = ("pte", "bpte", "etdump", "debug", "etrecord", "pt2", "trace", "graph")
 random.seed(0)

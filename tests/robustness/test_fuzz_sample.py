@@ -11,7 +11,7 @@ import pytest
 
 from tests.robustness import _strategies as S
 
-SAMPLE = {"pte": 40, "etdump": 40, "debug": 25, "etrecord": 20, "pt2": 6, "trace": 25, "graph": 25}
+SAMPLE = {"pte": 40, "bpte": 40, "etdump": 40, "debug": 25, "etrecord": 20, "pt2": 6, "trace": 25, "graph": 25}
 
 
 @pytest.mark.parametrize("kind", S.KINDS)

@@ -40,6 +40,8 @@ def register(sub) -> None:
     p.add_argument("--target-time-scale", default="ms", choices=["ns", "us", "ms", "s", "cycles"])
     p.add_argument("--all-events", action="store_true", help="keep OPERATOR_CALL rows")
     p.add_argument("--no-summary", action="store_true", help="do not print the summary paragraph")
+    p.add_argument("--allocations", action="store_true",
+                   help="show the runtime allocations per run (allocators, largest, timeline) instead")
     p.set_defaults(func=run)
 
 
@@ -97,7 +99,19 @@ def _by_node(insp, args) -> tuple[str, int, str]:
     return tabulate(shown, headers="keys", tablefmt="simple", showindex=False, floatfmt=".4f"), len(df), line
 
 
+def _allocations(args) -> int:
+    from ..analysis.allocations import allocation_summary
+    from ..readers.etdump import read_etdump
+    from ..views.allocations import format_allocations
+
+    summary = allocation_summary(read_etdump(args.etdump))
+    write_text(json.dumps(summary, indent=1) if args.format == "json" else format_allocations(summary), args.output)
+    return 0
+
+
 def run(args) -> int:
+    if args.allocations:
+        return _allocations(args)
     import warnings
 
     from .._progress import progress

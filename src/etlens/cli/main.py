@@ -28,6 +28,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 #: Subcommand modules, in the order ``etlens --help`` lists them.
 COMMANDS = ["report", "info", "view", "inspect", "gap", "trace", "delegation", "model_explorer", "demos"]
 COMMANDS += ["collect", "query", "compare"]  # fleet: datasets of many runs (etlens.fleet)
+COMMANDS += ["memory", "size", "diff", "verify"]  # where the bytes go, program diff, bundled programs
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import MissingDataError, UnsupportedFormatError
+from ..schema.bundled_program_fbs import FILE_IDENTIFIER as BPTE_IDENTIFIER
 from ..schema.etdump_fbs import FILE_IDENTIFIER as ETDUMP_IDENTIFIER
 from .base import Artifact, file_errors
 
@@ -37,6 +38,10 @@ def _zip_names(path: str) -> list[str]:
 
 def _is_pte(head: bytes, path: str) -> bool:
     return len(head) >= 8 and head[4:6] == b"ET" and head[6:8].isdigit()
+
+
+def _is_bpte(head: bytes, path: str) -> bool:
+    return len(head) >= 8 and head[4:8] == BPTE_IDENTIFIER
 
 
 def _is_etdump(head: bytes, path: str) -> bool:
@@ -83,6 +88,8 @@ class ReaderSpec:
 
 #: Order matters: more specific magic tests first.
 READERS: list[ReaderSpec] = [
+    ReaderSpec("bpte", "ExecuTorch bundled program (FlatBuffer, identifier BP08)", _is_bpte, (".bpte",),
+               "etlens.readers.bpte:read"),
     ReaderSpec("pte", "ExecuTorch program (FlatBuffer, identifier ET12)", _is_pte, (".pte",),
                "etlens.readers.pte:read"),
     ReaderSpec("etdump", "ExecuTorch ETDump (size-prefixed FlatBuffer, identifier ED00)", _is_etdump,

@@ -111,6 +111,10 @@ class XnnpackGraph:
     constant_entries: int = 0
     constant_bytes: int = 0  # sum of constant_data sizes stored inside the payload
     named_keys: list[str] = field(default_factory=list)  # constants kept in the program's named data
+    #: where the constant region starts inside the payload, and each ``constant_data`` entry as
+    #: ``(offset in that region, size, named_key or "")`` in entry order (index = constant_buffer_idx)
+    constant_data_offset: int = 0
+    constant_spans: list[tuple[int, int, str]] = field(default_factory=list)
 
     def op_names(self) -> list[str]:
         """The node types in execution order (``['XNNFullyConnected', 'XNNClamp', ...]``)."""
@@ -208,6 +212,7 @@ def decode_xnnpack(payload: bytes | memoryview, name: str = "<xnnpack payload>")
                               f"{const_off + const_size}, outside the {n}-byte payload; re-export the model")
         out.has_header = True
         out.constant_data_size = const_size
+        out.constant_data_offset = const_off
         start, end = fb_off, fb_off + fb_size
     else:
         start, end = 0, n
@@ -231,6 +236,7 @@ def decode_xnnpack(payload: bytes | memoryview, name: str = "<xnnpack payload>")
     for cd in root.children(G.constant_data):
         out.constant_entries += 1
         key = cd.text(C.named_key)
+        out.constant_spans.append((cd.get(C.offset), cd.get(C.size), key or ""))
         if key:
             out.named_keys.append(key)
         else:

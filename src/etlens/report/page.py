@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from .collect import ReportData
+from .memory_section import memory_sections
 from .render import Card, ReportPage, Section, bar_chart_svg, iframe_html, table_html
 
 __all__ = ["build_page"]
@@ -214,6 +215,7 @@ def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str])
         page.sections.append(_module_time_section(data))
     if data.gap_df is not None:
         page.sections.append(_gap_section(data))
+    page.sections.extend(memory_sections(inputs, out_dir, stem, files, page.notes))  # issue 15
     links = "".join(
         f"<li>{html.escape(label)}: <a href='{html.escape(os.path.relpath(path, out_dir))}'>"
         f"{html.escape(os.path.relpath(path, out_dir))}</a></li>" for label, path in files.items() if path)
