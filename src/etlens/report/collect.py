@@ -221,7 +221,9 @@ def collect(inputs: ReportInputs) -> ReportData:
         from ..analysis.delegation import get_delegation_info
 
         try:
-            data.delegation = get_delegation_info(source)
+            # with both, the .pte's kernel list places the nodes that share a handle with a delegate
+            pte = inputs.pte if inputs.etrecord and inputs.pte else None
+            data.delegation = get_delegation_info(source, pte=pte)
             data.delegation_df = data.delegation.get_operator_delegation_dataframe()
         except EtlensError as exc:
             data.notes.append(f"delegation: {exc}")
