@@ -29,24 +29,28 @@ DEBUG_BUFFER = 64 << 20
 
 
 def _record_delegation(result: dict):
-    """Wrap the pipeline's ``lower`` to keep ExecuTorch's delegation info of the in-memory program."""
-    from etlens.report import pipeline
+    """Keep ExecuTorch's delegation info of the lowered program, taken right after lowering.
 
-    original = pipeline.lower
+    ``to_executorch`` later rewrites the same program in place (memory planning adds ``alloc``
+    nodes), so the reference is computed inside ``to_edge_transform_and_lower``'s return.
+    """
+    import executorch.exir as exir
 
-    def lower(*args, **kwargs):
-        out = original(*args, **kwargs)
+    original = exir.to_edge_transform_and_lower
+
+    def lowered(*args, **kwargs):
+        edge = original(*args, **kwargs)
         from executorch.devtools.backend_debug import get_delegation_info
 
-        info = get_delegation_info(out[1].exported_program().graph_module)
+        info = get_delegation_info(edge.exported_program().graph_module)
         df = info.get_operator_delegation_dataframe()
         result["et_delegation"] = {"summary": info.get_summary(),
                                    "counts": [info.num_delegated_subgraphs, info.num_delegated_nodes,
                                               info.num_non_delegated_nodes],
                                    "columns": list(df.columns), "rows": df.astype(object).values.tolist()}
-        return out
+        return edge
 
-    pipeline.lower = lower
+    exir.to_edge_transform_and_lower = lowered
 
 
 def build(out_dir: str, arch: str, config: str) -> dict:
