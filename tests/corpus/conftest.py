@@ -2,8 +2,8 @@
 
 ``corpus_case(case)`` returns the namespace of one built case (its report, artifacts and ExecuTorch's
 delegation info recorded at lowering time). Builds are cached under
-``$ETLENS_FIXTURE_CACHE/corpus-<hash>/`` where the hash covers ``src/etlens`` and this package, so
-a second session reuses them and any change to etlens rebuilds. Under pytest-xdist every case's
+``$ETLENS_FIXTURE_CACHE/corpus-<hash>/`` where the hash covers :data:`BUILD_SOURCES`, so a second
+session reuses them. Under pytest-xdist every case's
 tests share one ``xdist_group``, so with ``--dist loadgroup`` the builds of different cases run in
 parallel processes and each is built once.
 """
@@ -27,9 +27,15 @@ HERE = Path(__file__).resolve().parent
 BUILD_TIMEOUT = 900
 
 
+#: what a build depends on: the models, the build script, and the toolchain steps of the pipeline (as
+#: tests/conftest.py keys the fixtures); CI starts from an empty cache, so every build there is fresh
+BUILD_SOURCES = ("tests/corpus/models.py", "tests/corpus/build.py", "src/etlens/report/pipeline.py",
+                 "src/etlens/passes/quantize.py", "src/etlens/passes/backends.py")
+
+
 def _source_key() -> str:
     h = hashlib.sha256()
-    files = sorted((ROOT / "src" / "etlens").rglob("*.py")) + [HERE / "models.py", HERE / "build.py"]
+    files = [ROOT / p for p in BUILD_SOURCES if (ROOT / p).exists()]
     for p in files:
         h.update(str(p.relative_to(ROOT)).encode())
         h.update(p.read_bytes())
