@@ -371,7 +371,10 @@ class ProgramResolver:
 
     def resolve(self, obj: Any, method: str | None = None, etrecord_view: str = "lowered",
                 pte: str | None = None) -> ResolvedProgram:
-        """Resolve a program object, an etlens ``Graph`` / artifact, or a path (``pte``: see :func:`get_delegation_info`)."""
+        """Resolve a program object, an etlens ``Graph`` / artifact, or a path.
+
+        ``pte`` (with an ETRecord path): see :func:`get_delegation_info`.
+        """
         from ...readers.exported import graph_from_exported_program, graph_from_graph_module
 
         if isinstance(obj, Graph):
