@@ -71,8 +71,9 @@ def etrecord_graph(record: ETRecord, method: str, view: str,
                 "to_executorch), so delegation cannot be rebuilt: counting the recorded edge program, "
                 "which is the program before partitioning")
         return recorded, f"etrecord {path} ({stage}, as recorded)", [note]
-    if not delegates:
-        return recorded, f"etrecord {path} ({stage}; the emitted program has no delegate calls)", []
+    if not delegates:  # still drop the deserializer's ``_unused_`` getitems, as for a lowered program
+        graph = _rebuild(recorded, {}, handles, outs, method)
+        return graph, f"etrecord {path} ({stage}; the emitted program has no delegate calls)", []
     graph = _rebuild(recorded, delegates, handles, outs, method, kernels)
     return graph, f"etrecord {path} ({stage}, lowered view rebuilt from delegate_map + debug_handle_map)", []
 
