@@ -146,7 +146,7 @@ def test_numeric_gap_equals_executorch_or_explains(corpus_case, case):
             assert str(exc).strip()
             record_row(c, gap_rows=0, gap_note=f"reason: {str(exc)[:160]}", et_gap_error=et_error)
             return
-        record_row(c, gap_rows=int(len(got)), et_gap_error=et_error)
+        record_row(c, gap_rows=int(len(got)), gap_note=None, et_gap_error=et_error)
         if et_error is None:
             assert_same_rows(expected, got, check_stacktraces=False)
         else:

@@ -176,6 +176,11 @@ def _numerics(data: ReportData, inspector, metric: str, threshold: float | None)
     from ..analysis.numerics import analyze
 
     analysis = analyze(inspector)
+    runner = getattr(analysis.capture, "runner", None)
+    if runner:  # provenance: which path computed the reference outputs
+        why = getattr(analysis.capture, "fallback_reason", None)
+        data.notes.append(f"numerics: reference {analysis.reference_graph!r} run by the {runner}"
+                          + (f" (the JSON runner could not: {why})" if why else ""))
     gap_df = analysis.gap_table(metric)
     data.gap_df, data.gap_metric = gap_df, metric
     data.unpaired_df = analysis.explain_unpaired()
