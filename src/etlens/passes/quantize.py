@@ -23,7 +23,8 @@ from typing import Any, Iterable
 from ..errors import EtlensError
 from .backends import BackendConfig, get_backend
 
-__all__ = ["quantize_pt2e", "capture_for_pt2e"]
+__all__ = ["quantize_pt2e", "capture_for_pt2e", "integer_safe", "drop_integer_annotations",
+           "restore_integer_scalars", "calibration_batches"]
 
 
 def capture_for_pt2e(model: Any, inputs: tuple) -> Any:
@@ -84,7 +85,146 @@ def quantize_pt2e(model: Any, inputs: tuple, backend_config: str | BackendConfig
         quantizer = cfg.quantizer_factory()
     inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
     gm = capture_for_pt2e(model, inputs)
-    prepared = prepare_pt2e(gm, quantizer)
-    for batch in (calibration if calibration is not None else [inputs]):
+    prepared = prepare_pt2e(gm, integer_safe(quantizer))
+    for batch in calibration_batches(inputs, calibration):
         prepared(*batch)
     return convert_pt2e(prepared)
+
+
+# -- integer tensors (token ids, positions, indices) -------------------------------------------------
+def _is_float(node: Any) -> bool:
+    """False when ``node`` is known to produce a non-floating-point tensor (ids, positions, masks)."""
+    val = getattr(node, "meta", {}).get("val")
+    dtype = getattr(val, "dtype", None)
+    return dtype is None or bool(dtype.is_floating_point)
+
+
+def _refers_to_integer(qspec: Any) -> bool:
+    """A ``SharedQuantizationSpec`` that shares with an integer node or an edge out of one."""
+    target = getattr(qspec, "edge_or_node", None)
+    if target is None:
+        return False
+    first = target[0] if isinstance(target, tuple) else target
+    return not _is_float(first)
+
+
+def drop_integer_annotations(gm: Any) -> int:
+    """Remove quantization annotations on integer tensors of an annotated graph; return how many.
+
+    Backend quantizers annotate by operator pattern: a ``view``/``unsqueeze``/``slice`` of the
+    position ids, or the token ids feeding an ``embedding``, get the activation spec like any
+    tensor, so prepare would insert observers and convert would turn the ids into fake-quantized
+    floats (``embedding`` then fails with "Expected tensor for argument #1 'indices' … got
+    FloatTensor"). Integer tensors stay integers: their input and output specs are dropped, and
+    so are specs shared with them. Embedding tables stay float (weight-only quantization of them is
+    a backend choice this step does not make).
+    """
+    dropped = 0
+    for node in gm.graph.nodes:
+        ann = node.meta.get("quantization_annotation")
+        if ann is None:
+            continue
+        for inp in list(ann.input_qspec_map):
+            spec = ann.input_qspec_map[inp]
+            if not _is_float(inp) or _refers_to_integer(spec):
+                del ann.input_qspec_map[inp]
+                dropped += 1
+        if ann.output_qspec is not None and (not _is_float(node) or _refers_to_integer(ann.output_qspec)):
+            ann.output_qspec = None
+            dropped += 1
+    return dropped
+
+
+def _attr(gm: Any, target: str) -> Any:
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def restore_integer_scalars(gm: Any) -> int:
+    """Give back their integer dtype to scalars the quantizer's transform made float tensors; return how many.
+
+    Quantizers turn scalar operands into tensor constants before annotating (so ``x + 1.5`` can be
+    observed), always as float. On integer arithmetic (``arange(16) + past_length`` → position ids)
+    that turns the ids into floats, and the ``embedding`` they feed fails. A one-element float
+    constant whose every user produces an integer tensor is cast back to that integer dtype.
+    """
+    import torch
+
+    fixed = 0
+    for node in gm.graph.nodes:
+        if node.op != "get_attr" or not node.users:
+            continue
+        try:
+            value = _attr(gm, node.target)
+        except AttributeError:
+            continue
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() != 1:
+            continue
+        dtypes = {getattr(u.meta.get("val"), "dtype", None) for u in node.users}
+        if len(dtypes) != 1 or None in dtypes:
+            continue
+        dtype = dtypes.pop()
+        if dtype.is_floating_point or dtype == torch.bool:
+            continue
+        if value != value.round():  # a fractional scalar on an integer op: leave it as torch computed it
+            continue
+        owner, _, leaf = node.target.rpartition(".")
+        setattr(_attr(gm, owner) if owner else gm, leaf, value.to(dtype))
+        fixed += 1
+    return fixed
+
+
+def integer_safe(quantizer: Any) -> Any:
+    """``quantizer`` with :func:`drop_integer_annotations` applied after its own annotation.
+
+    Everything else (the transform before annotation, validation, the observer callback) is the
+    backend quantizer's own.
+    """
+    from torchao.quantization.pt2e.quantizer import Quantizer
+
+    class IntegerSafeQuantizer(Quantizer):
+        """Delegates to the backend quantizer, then leaves integer tensors unquantized."""
+
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def transform_for_annotation(self, model: Any) -> Any:
+            out = self.inner.transform_for_annotation(model)
+            restore_integer_scalars(out if out is not None else model)
+            return out if out is not None else model
+
+        def annotate(self, model: Any) -> Any:
+            out = self.inner.annotate(model)
+            drop_integer_annotations(out if out is not None else model)
+            return out if out is not None else model
+
+        def validate(self, model: Any) -> None:
+            return self.inner.validate(model)
+
+        def prepare_obs_or_fq_callback(self, model: Any, edge_or_node_to_obs_or_fq: dict) -> None:
+            return self.inner.prepare_obs_or_fq_callback(model, edge_or_node_to_obs_or_fq)
+
+    return IntegerSafeQuantizer(quantizer)
+
+
+# -- calibration ------------------------------------------------------------------------------------
+def calibration_batches(inputs: tuple, calibration: Iterable[Any] | None) -> list[tuple]:
+    """The input tuples to calibrate on: ``calibration`` (each item a tuple, or one tensor) or ``[inputs]``.
+
+    Raises:
+        EtlensError: ``calibration`` is given but empty (nothing would set the ranges).
+    """
+    if calibration is None:
+        return [inputs]
+    batches = [tuple(b) if isinstance(b, (list, tuple)) else (b,) for b in calibration]
+    if not batches:
+        raise EtlensError("calibration= is empty: give at least one tuple of example inputs (or leave it out to "
+                          "calibrate on the example inputs)")
+    for i, b in enumerate(batches):
+        if len(b) != len(inputs):
+            raise EtlensError(f"calibration batch {i} has {len(b)} inputs, the model takes {len(inputs)} "
+                              "(each batch is a tuple like the example inputs)")
+    return batches

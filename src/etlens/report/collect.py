@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import EtlensError
 from ..schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, METHOD_EXECUTE
 
-__all__ = ["ReportInputs", "ReportData", "collect"]
+__all__ = ["ReportInputs", "ReportData", "collect", "op_types_text"]
 
 
 @dataclass
@@ -88,6 +89,33 @@ def _execute_rows(df) -> Any:
     return df
 
 
+_QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")
+_TOTAL = re.compile(r"\((\d+) total\)\s*$")
+
+
+def op_types_text(value: Any) -> str:
+    """The op types of one DataFrame row as text: ``"aten.conv2d, aten.relu"``.
+
+    ExecuTorch's ``to_dataframe`` keeps up to four op types as a list and replaces longer lists
+    (a delegate call that ran dozens of ops) by one string, ``"['a', 'b' ... 'z'] (37 total)"``.
+    Iterating that string would give its characters, so it is read back into its names:
+    ``"a, b, …, z (37 ops)"``.
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, str):
+        names = _QUOTED.findall(value)
+        if not names:
+            return value
+        total = _TOTAL.search(value)
+        if total and int(total.group(1)) > len(names):
+            return ", ".join(names[:-1]) + f", …, {names[-1]} ({total.group(1)} ops)"
+        return ", ".join(names)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(op_types_text(v) if isinstance(v, str) and v.startswith("[") else str(v) for v in value)
+    return str(value)
+
+
 def _latency(data: ReportData, df) -> None:
     rows = _execute_rows(df)
     execute = rows[rows["event_name"] == METHOD_EXECUTE]
@@ -104,7 +132,7 @@ def _latency(data: ReportData, df) -> None:
         avg = float(r["avg (ms)"])
         n = len(r["raw"]) if isinstance(r["raw"], (list, tuple)) else 1
         out.append(OpLatency(
-            name=str(r["event_name"]), op_types=", ".join(str(t) for t in (r.get("op_types") or [])),
+            name=str(r["event_name"]), op_types=op_types_text(r.get("op_types")),
             runs=n, avg_ms=avg, total_ms=float(sum(r["raw"])) if n else avg,
             share=avg / total if total else 0.0, delegated=bool(r["is_delegated_op"]),
             backend=str(r.get("delegate_backend_name") or "")))
@@ -152,6 +180,11 @@ def _numerics(data: ReportData, inspector, metric: str, threshold: float | None)
     from ..analysis.numerics import analyze
 
     analysis = analyze(inspector)
+    runner = getattr(analysis.capture, "runner", None)
+    if runner:  # provenance: which path computed the reference outputs
+        why = getattr(analysis.capture, "fallback_reason", None)
+        data.notes.append(f"numerics: reference {analysis.reference_graph!r} run by the {runner}"
+                          + (f" (the JSON runner could not: {why})" if why else ""))
     gap_df = analysis.gap_table(metric)
     data.gap_df, data.gap_metric = gap_df, metric
     data.unpaired_df = analysis.explain_unpaired()
@@ -197,7 +230,9 @@ def collect(inputs: ReportInputs) -> ReportData:
         from ..analysis.delegation import get_delegation_info
 
         try:
-            data.delegation = get_delegation_info(source)
+            # with both, the .pte's kernel list places the nodes that share a handle with a delegate
+            pte = inputs.pte if inputs.etrecord and inputs.pte else None
+            data.delegation = get_delegation_info(source, pte=pte)
             data.delegation_df = data.delegation.get_operator_delegation_dataframe()
         except EtlensError as exc:
             data.notes.append(f"delegation: {exc}")

@@ -369,14 +369,18 @@ class ProgramResolver:
         """Forget every cached file."""
         self._cache.clear()
 
-    def resolve(self, obj: Any, method: str | None = None, etrecord_view: str = "lowered") -> ResolvedProgram:
-        """Resolve a program object, an etlens ``Graph`` / artifact, or a path."""
+    def resolve(self, obj: Any, method: str | None = None, etrecord_view: str = "lowered",
+                pte: str | None = None) -> ResolvedProgram:
+        """Resolve a program object, an etlens ``Graph`` / artifact, or a path.
+
+        ``pte`` (with an ETRecord path): see :func:`get_delegation_info`.
+        """
         from ...readers.exported import graph_from_exported_program, graph_from_graph_module
 
         if isinstance(obj, Graph):
             return ResolvedProgram(obj, f"graph {obj.name!r}")
         if isinstance(obj, (str, os.PathLike)):
-            return self._resolve_path(os.fspath(obj), method, etrecord_view)
+            return self._resolve_path(os.fspath(obj), method, etrecord_view, pte)
         kind = type(obj).__name__
         if kind in ("EdgeProgramManager", "ExecutorchProgramManager") and hasattr(obj, "exported_program"):
             methods = list(getattr(obj, "methods", []) or ["forward"])
@@ -399,15 +403,18 @@ class ProgramResolver:
             f"get_delegation_info: cannot read a {type(obj).__module__}.{kind}; pass a lowered GraphModule, "
             "an ExportedProgram, an EdgeProgramManager, an etlens Graph or the path of a .etrecord/.pte/.pt2")
 
-    def _resolve_path(self, path: str, method: str | None, etrecord_view: str) -> ResolvedProgram:
+    def _resolve_path(self, path: str, method: str | None, etrecord_view: str,
+                      pte: str | None = None) -> ResolvedProgram:
         try:
             st = os.stat(path)
-            key: tuple | None = (os.path.abspath(path), st.st_size, st.st_mtime_ns, method, etrecord_view)
+            pst = os.stat(pte) if pte else None
+            key: tuple | None = (os.path.abspath(path), st.st_size, st.st_mtime_ns, method, etrecord_view,
+                                 os.path.abspath(pte) if pte else None, pst.st_mtime_ns if pst else None)
         except OSError:
             key = None
         res = self._cache.get(key) if key is not None else None
         if res is None:
-            res = _resolve_path_uncached(path, method, etrecord_view)
+            res = _resolve_path_uncached(path, method, etrecord_view, pte)
             if key is not None:
                 self._cache.put(key, res)
         # a copy: callers may append notes
@@ -418,12 +425,29 @@ class ProgramResolver:
 default_resolver = ProgramResolver()
 
 
-def resolve_program(obj: Any, method: str | None = None, etrecord_view: str = "lowered") -> ResolvedProgram:
+def resolve_program(obj: Any, method: str | None = None, etrecord_view: str = "lowered",
+                    pte: str | None = None) -> ResolvedProgram:
     """Resolve ``obj`` (program, graph, artifact or path) to its graph and fx objects (cached for files)."""
-    return default_resolver.resolve(obj, method, etrecord_view)
+    return default_resolver.resolve(obj, method, etrecord_view, pte)
 
 
-def _resolve_path_uncached(path: str, method: str | None, etrecord_view: str) -> ResolvedProgram:
+def _kernel_ops(pte: str, method: str) -> dict[int, str]:
+    """``instruction -> operator`` (``aten.expand_copy``) of every CPU kernel call of ``method`` in a ``.pte``."""
+    from ...readers import read
+
+    graphs = read(pte).graphs()
+    graph = graphs.get(method) or next(iter(graphs.values()), None)
+    out: dict[int, str] = {}
+    for node in graph or []:
+        instr = node.attrs.get("instruction")
+        if node.kind == "op" and instr is not None and node.attrs.get("chain", 0) == 0 and node.target:
+            t = node.target.replace("::", ".")
+            out[int(instr)] = t.rsplit(".", 1)[0] if t.count(".") >= 2 else t
+    return out
+
+
+def _resolve_path_uncached(path: str, method: str | None, etrecord_view: str,
+                           pte: str | None = None) -> ResolvedProgram:
     from ...readers import read, sniff
 
     spec = sniff(path)
@@ -431,7 +455,10 @@ def _resolve_path_uncached(path: str, method: str | None, etrecord_view: str) ->
         from .etrecord import etrecord_graph
 
         record = read(path)
-        graph, source, notes = etrecord_graph(record, method or "forward", etrecord_view)
+        kernels = _kernel_ops(pte, method or "forward") if pte and etrecord_view == "lowered" else None
+        graph, source, notes = etrecord_graph(record, method or "forward", etrecord_view, kernels)
+        if kernels is not None:
+            source += f"; CPU kernels named by {pte}"
         stage = f"edge_dialect_exported_program/{method or 'forward'}"
         return ResolvedProgram(graph, source, notes, load_program=lambda: record.load_exported_program(stage))
     if spec.format == "etdump":
@@ -456,7 +483,7 @@ def _resolve_path_uncached(path: str, method: str | None, etrecord_view: str) ->
 
 # -- public API --------------------------------------------------------------------------------------
 def get_delegation_info(obj: Any, *, method: str | None = None, partitioner: Any = None,
-                        etrecord_view: str = "lowered") -> DelegationInfo:
+                        etrecord_view: str = "lowered", pte: str | None = None) -> DelegationInfo:
     """Delegation summary of a lowered program (ExecuTorch-compatible, plus extras).
 
     Args:
@@ -471,12 +498,16 @@ def get_delegation_info(obj: Any, *, method: str | None = None, partitioner: Any
         etrecord_view: ``"lowered"`` (default) rebuilds the lowered program from an ETRecord's
             maps; ``"recorded"`` counts the stored edge program as ExecuTorch does (which is the
             program before partitioning, so it never has delegates).
+        pte: with an ETRecord, the ``.pte`` it was emitted with: its kernel list names the operator
+            of every instruction that ran outside the delegates, so nodes that share a debug handle
+            with delegated ones (the ``view_copy``/``expand_copy`` pieces of a decomposed ``matmul``)
+            are placed exactly; without it they are placed in execution order.
 
     Raises :class:`~etlens.errors.EtlensError` subclasses for unreadable or unsuitable input.
     """
     if etrecord_view not in ("lowered", "recorded"):
         raise EtlensError(f"etrecord_view must be 'lowered' or 'recorded', got {etrecord_view!r}")
-    res = resolve_program(obj, method, etrecord_view)
+    res = resolve_program(obj, method, etrecord_view, pte)
     info = info_from_graph(res.graph, res.source, res.notes)
     if partitioner is not None:
         from .reasons import explain

@@ -42,8 +42,13 @@ def _is_counted(node: Node) -> bool:
     return node.kind == "op" and not (node.target or "").startswith(("call_method:", "call_module:"))
 
 
-def etrecord_graph(record: ETRecord, method: str, view: str) -> tuple[Graph, str, list[str]]:
-    """``(graph, source, notes)`` for ``method`` of an ETRecord; ``view`` is lowered|recorded."""
+def etrecord_graph(record: ETRecord, method: str, view: str,
+                   kernels: dict[int, str] | None = None) -> tuple[Graph, str, list[str]]:
+    """``(graph, source, notes)`` for ``method`` of an ETRecord; ``view`` is lowered|recorded.
+
+    ``kernels`` (instruction → operator, from the ``.pte``) places nodes that share a debug handle
+    with delegated ones exactly (see :func:`_rebuild`).
+    """
     stage = _EDGE_PREFIX + method
     stages = list(record.stages)
     path = record.path or "ETRecord"
@@ -66,35 +71,84 @@ def etrecord_graph(record: ETRecord, method: str, view: str) -> tuple[Graph, str
                 "to_executorch), so delegation cannot be rebuilt: counting the recorded edge program, "
                 "which is the program before partitioning")
         return recorded, f"etrecord {path} ({stage}, as recorded)", [note]
-    if not delegates:
-        return recorded, f"etrecord {path} ({stage}; the emitted program has no delegate calls)", []
-    graph = _rebuild(recorded, delegates, handles, outs, method)
+    if not delegates:  # still drop the deserializer's ``_unused_`` getitems, as for a lowered program
+        graph = _rebuild(recorded, {}, handles, outs, method)
+        return graph, f"etrecord {path} ({stage}; the emitted program has no delegate calls)", []
+    graph = _rebuild(recorded, delegates, handles, outs, method, kernels)
     return graph, f"etrecord {path} ({stage}, lowered view rebuilt from delegate_map + debug_handle_map)", []
 
 
-def _rebuild(recorded: Graph, delegates: dict, handles: dict, outs: dict, method: str) -> Graph:
+def _key(k: object) -> int:
+    return int(k) if str(k).lstrip("-").isdigit() else 0  # type: ignore[call-overload]
+
+
+def _handle_list(raw: object) -> list[int]:
+    return [raw] if isinstance(raw, int) else [int(h) for h in (raw or [])]  # type: ignore[union-attr]
+
+
+def _op_base(target: str | None) -> str:
+    """``aten.mul.Scalar`` / ``aten.mul.Scalar_out`` / ``aten::mul`` → ``aten.mul`` (operator without overload)."""
+    t = (target or "").replace("::", ".")
+    for prefix in ("torch.ops.", "executorch.exir.dialects.edge.ops."):
+        if t.startswith(prefix):
+            t = t[len(prefix):]
+    return t.rsplit(".", 1)[0] if t.count(".") >= 2 else t
+
+
+def _rebuild(recorded: Graph, delegates: dict, handles: dict, outs: dict, method: str,
+             kernels: dict[int, str] | None = None) -> Graph:
+    """The lowered graph: which recorded nodes each delegate swallowed, from the instruction maps.
+
+    A debug handle is shared by every node a decomposition produced (a ``matmul`` becomes
+    ``expand_copy``, ``view_copy``, ``bmm``, ``view_copy``), and the partitioner may take only some
+    of them. ``debug_handle_map`` says how many nodes of each handle every delegate holds and which
+    non-delegate instructions (CPU kernels) carry the handle; ``kernels`` (instruction → operator,
+    from the ``.pte``) says which operator each of those kernels ran. Nodes are assigned in
+    execution order: kernel instructions claim the node of their operator (with the ``.pte``) or
+    the next node of their handle (without), delegates claim the next unclaimed nodes of their
+    handles. Nodes nobody claims ran outside the delegates (views the emitter turned into memory
+    aliases have no instruction of their own).
+    """
     # candidate recorded nodes per debug handle, in graph order
     by_handle: dict[int, list[Node]] = {}
     for node in recorded:
         if _is_counted(node) and not _UNUSED.search(node.name):
             for h in node.debug_handles:
                 by_handle.setdefault(h, []).append(node)
-    taken: set[str] = set()
-    delegated_handles: set[int] = set()
+    delegate_ids = {_key(k) for k in delegates}
+    delegate_entry = {_key(k): v for k, v in delegates.items()}
+    handle_lists = {_key(k): _handle_list(v) for k, v in handles.items()}
+    taken: set[str] = set()  # swallowed by a delegate
+    outside: set[str] = set()  # claimed by a kernel instruction
     plan: list[tuple[int, str, list[Node | str]]] = []  # (instruction, backend, inner members)
-    for instr in sorted(delegates, key=lambda k: int(k) if str(k).isdigit() else 0):
-        entry = delegates[instr]
+
+    def free(h: int) -> list[Node]:
+        return [n for n in by_handle.get(h, []) if n.name not in taken and n.name not in outside]
+
+    if kernels:  # exact: each CPU kernel claims the node of its own operator first
+        for instr in sorted(i for i in handle_lists if i not in delegate_ids):
+            op = kernels.get(instr)
+            for h in handle_lists[instr]:
+                match = next((n for n in free(h) if op and _op_base(n.target) == op), None)
+                if match is not None:
+                    outside.add(match.name)
+    for instr in sorted(set(handle_lists) | delegate_ids):
+        if instr not in delegate_ids:
+            if not kernels:  # execution order: the kernel ran the next node of its handle
+                for h in handle_lists[instr]:
+                    nxt = free(h)
+                    if nxt:
+                        outside.add(nxt[0].name)
+            continue
+        entry = delegate_entry[instr]
         backend = str(entry.get("name", "unknown")) if isinstance(entry, dict) else str(entry)
-        wanted = handles.get(instr, handles.get(str(instr), []))
-        wanted = [wanted] if isinstance(wanted, int) else list(wanted)
         members: list[Node | str] = []
-        for h, count in Counter(wanted).items():
-            delegated_handles.add(h)
-            free = [n for n in by_handle.get(h, []) if n.name not in taken]
-            for n in free[:count]:
+        for h, count in Counter(handle_lists.get(instr, [])).items():
+            cands = free(h)
+            for n in cands[:count]:
                 taken.add(n.name)
                 members.append(n)
-            members.extend("getitem" for _ in range(max(0, count - len(free))))
+            members.extend("getitem" for _ in range(max(0, count - len(cands))))
         plan.append((instr, backend, members))
 
     out = Graph(recorded.name, dict(recorded.meta, view="lowered (rebuilt from ETRecord maps)"))
@@ -162,8 +216,6 @@ def _rebuild(recorded: Graph, delegates: dict, handles: dict, outs: dict, method
         if _is_counted(node):
             if _UNUSED.search(node.name):
                 continue  # deserializer artefact, absent from the in-memory program
-            if node.debug_handles and set(node.debug_handles) <= delegated_handles:
-                continue  # absorbed by a delegate (its handle is claimed there)
         inputs = [remap.get(x, x) for x in node.inputs if remap.get(x, x) in out]
         attrs = dict(node.attrs)
         if isinstance(attrs.get("args"), str):  # show what the lowered program reads: the getitem

@@ -357,6 +357,20 @@ def _gc_paused():
             gc.enable()
 
 
+def _stage_of(exc: BaseException) -> str:
+    """Which step of :func:`_analyze` raised, from the innermost frame of etlens' numerics in the traceback."""
+    stages = {"resolve_reference": "picking the reference program", "_resolve": "picking the reference program",
+              "propagate_back_handles": "mapping debug handles back to the ATen program",
+              "capture_reference": "running the reference program", "_capture_fx": "running the reference program",
+              "_capture_json": "running the reference program", "collect_runtime_outputs": "reading runtime outputs",
+              "pair_outputs": "pairing reference and runtime outputs"}
+    tb, found = exc.__traceback__, "analyzing the program"
+    while tb is not None:
+        found = stages.get(tb.tb_frame.f_code.co_name, found)
+        tb = tb.tb_next
+    return found
+
+
 def _resolve_validation(disable_debug_handle_valdiation: bool, disable_debug_handle_validation: bool | None) -> bool:
     return bool(disable_debug_handle_valdiation or disable_debug_handle_validation)
 
@@ -383,7 +397,15 @@ def analyze(inspector: InspectorLike, reference_graph: str | None = None, disabl
         return cache[cache_key]
 
     with _gc_paused():
-        analysis = _analyze(inspector, reference_graph, disable_debug_handle_validation, keep_outputs)
+        try:
+            analysis = _analyze(inspector, reference_graph, disable_debug_handle_validation, keep_outputs)
+        except EtlensError:
+            raise
+        except Exception as exc:  # a real model must give rows or a reason, never a raw traceback
+            raise EtlensError(
+                f"the numeric comparison failed while {_stage_of(exc)}: {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0][:300] if str(exc) else ''}; this is a limitation of etlens on this "
+                f"program (please report it with the ETRecord)") from exc
     if cache is not None:
         cache[cache_key] = analysis
     return analysis

@@ -31,7 +31,8 @@ from ...errors import MissingDataError
 from ..record import EDGE_PROGRAM, EXPORTED_PROGRAM, ETRecordLike, Record, as_record
 
 __all__ = ["ReferenceProgram", "RefNode", "Capture", "resolve_reference", "propagate_back_handles",
-           "capture_reference", "handle_key", "EXPORTED_PROGRAM", "EDGE_PROGRAM", "UNSET_DEBUG_HANDLE"]
+           "capture_reference", "handle_key", "EXPORTED_PROGRAM", "EDGE_PROGRAM", "UNSET_DEBUG_HANDLE",
+           "RUNNER_JSON", "RUNNER_FX"]
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +275,12 @@ def _resolve(record: Record, reference_graph: str | None, disable_validation: bo
 
 
 # -- capture -------------------------------------------------------------------------------------------
+#: the reference ran straight from the ETRecord's JSON (:mod:`.jsonrun`)
+RUNNER_JSON = "etlens JSON runner (ETRecord program JSON, eager ATen calls)"
+#: the reference ran on the program rebuilt by torch's deserializer (``torch.export`` load)
+RUNNER_FX = "torch.fx interpreter on the deserialized program"
+
+
 @dataclass
 class RefNode:
     """What the explanations need to know about one reference node."""
@@ -298,6 +305,10 @@ class Capture:
     nodes: dict = field(default_factory=dict)  # node name -> RefNode (call_function nodes, no getitem)
     last_node: dict = field(default_factory=dict)  # handle tuple -> name of the node whose output is kept
     skipped: set = field(default_factory=set)  # handle tuples not stored because keep() said no
+    #: which path ran the reference: :data:`RUNNER_JSON` or :data:`RUNNER_FX`
+    runner: str = RUNNER_FX
+    #: why the JSON runner was not used (None when it ran, or was never tried)
+    fallback_reason: str | None = None
 
     @property
     def stack_traces(self) -> dict:
@@ -354,6 +365,7 @@ def capture_reference(ref: ReferenceProgram, inputs: Any,
     """
     from .jsonrun import JsonProgram, Unsupported
 
+    fallback_reason = None
     if isinstance(ref.program, JsonProgram):
         try:
             return _capture_json(ref, inputs, keep)
@@ -361,8 +373,17 @@ def capture_reference(ref: ReferenceProgram, inputs: Any,
             if ref.fallback is None:
                 raise MissingDataError(f"cannot run the reference program {ref.name!r}: {exc}") from exc
             log.info("the JSON runner cannot run %s (%s); deserializing it", ref.name, exc)
-            ref = ReferenceProgram(ref.name, ref.fallback(), ref.handles)
-    return _capture_fx(ref, inputs, keep)
+            fallback_reason = str(exc)
+            try:
+                program = ref.fallback()
+            except Exception as load_exc:  # torch's deserializer on a program it cannot rebuild
+                raise MissingDataError(
+                    f"cannot run the reference program {ref.name!r}: {exc}; torch's deserializer failed too "
+                    f"({type(load_exc).__name__}: {str(load_exc)[:300]})") from load_exc
+            ref = ReferenceProgram(ref.name, program, ref.handles)
+    cap = _capture_fx(ref, inputs, keep)
+    cap.fallback_reason = fallback_reason
+    return cap
 
 
 def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bool] | None) -> Capture:
@@ -410,10 +431,11 @@ def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bo
         except (Unsupported, MissingDataError):
             raise
         except Exception as exc:
-            raise MissingDataError(
-                f"running the reference program {ref.name!r} on the representative inputs failed "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}); check that the "
-                f"recorded inputs match the model ({_HINT_INPUTS})") from exc
+            # an op the JSON runner calls differently from torch's interpreter: let the caller retry
+            # with the deserialized program (torch's own deserializer), which runs every op exactly
+            raise Unsupported(f"the JSON runner failed ({type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0][:300] if str(exc) else ''})") from exc
+    cap.runner = RUNNER_JSON
     return cap
 
 

@@ -304,6 +304,14 @@ class JsonProgram:
     @staticmethod
     def _bind(node: JsonNode, result: Any, env: dict) -> None:
         outs = node.outputs
+        if result is None or not outs:
+            # ops run for their effect (``_assert_tensor_metadata``, ``_assert_scalar``, ``copy_`` into a
+            # buffer …) return None and declare no value (or one ``as_none``): nothing to bind
+            for o in outs:
+                (kind, v), = o.items()
+                if kind == "as_tensor":
+                    env[v["name"]] = None
+            return
         if len(outs) == 1:
             (kind, v), = outs[0].items()
             if kind == "as_tensor":

@@ -304,7 +304,10 @@ def _pair_group(result: PairResult, group: int, rt_handle: tuple, rt_out: Any, n
 def _record_pair(result: PairResult, map_key: tuple, rt_value: Any, info: PairInfo) -> None:
     """Add one mapping entry; the same reference output chosen twice keeps the later (as ExecuTorch)."""
     if map_key in result.mapping:
-        idx = list(result.mapping).index(map_key)
+        # the key holds a tensor: find it by identity (``list.index`` would compare tensors with ``==``,
+        # which raises when another key's tensor has a different shape)
+        idx = next(i for i, k in enumerate(result.mapping)
+                   if k[0] == map_key[0] and all(a is b for a, b in zip(k[1:], map_key[1:])))
         result.info[idx] = info
     else:
         result.info.append(info)

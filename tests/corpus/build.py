@@ -1,0 +1,104 @@
+"""Build one corpus case the way ``etlens report --model`` does, and record what ExecuTorch says about it.
+
+``python tests/corpus/build.py OUT_DIR ARCH CONFIG`` (CONFIG: ``fp32-xnnpack``, ``int8-xnnpack``,
+``fp32-portable``) writes ``OUT_DIR/ARCH-CONFIG/``: the report (``report.html`` and its side files,
+``report_artifacts/`` with the ``.pte``, ETRecord, ETDump, debug buffer and pass trace) and
+``result.json``: build time, whether it worked, the error when not, and ExecuTorch's own
+``get_delegation_info`` on the lowered program in memory (summary and per-operator table), which the
+tests compare with etlens' answer from the ETRecord.
+
+Each case runs in its own process (the tests start it), so a crash of one build cannot take the
+test session down and independent builds run in parallel under pytest-xdist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+CONFIGS = {
+    "fp32-xnnpack": dict(backend="xnnpack", quantize=False, trace=True),
+    "int8-xnnpack": dict(backend="xnnpack", quantize=True, trace=True),
+    "fp32-portable": dict(backend="portable", quantize=False, trace=False),
+}
+
+
+def _record_delegation(result: dict):
+    """Keep ExecuTorch's delegation info of the lowered program, taken right after lowering.
+
+    ``to_executorch`` later rewrites the same program in place (memory planning adds ``alloc``
+    nodes), so the reference is computed inside ``to_edge_transform_and_lower``'s return.
+    """
+    import executorch.exir as exir
+
+    original = exir.to_edge_transform_and_lower
+
+    def lowered(*args, **kwargs):
+        edge = original(*args, **kwargs)
+        from executorch.devtools.backend_debug import get_delegation_info
+
+        info = get_delegation_info(edge.exported_program().graph_module)
+        df = info.get_operator_delegation_dataframe()
+        result["et_delegation"] = {"summary": info.get_summary(),
+                                   "counts": [info.num_delegated_subgraphs, info.num_delegated_nodes,
+                                              info.num_non_delegated_nodes],
+                                   "columns": list(df.columns), "rows": df.astype(object).values.tolist()}
+        return edge
+
+    exir.to_edge_transform_and_lower = lowered
+
+
+def _reference_lowering(model, inputs, *, backend: str, quantize: bool, trace: bool) -> None:
+    """Lower the model here once more, the way the report does, so the patched
+    ``to_edge_transform_and_lower`` records ExecuTorch's delegation info of the lowered program
+    (the report lowers in a child process; with ``trace`` the pass tracer's lowering records it)."""
+    import torch
+    from executorch.exir import to_edge_transform_and_lower
+
+    from etlens.passes.backends import get_backend
+    from etlens.passes.quantize import quantize_pt2e
+
+    del trace
+    cfg = get_backend(backend)
+    if quantize:
+        model = quantize_pt2e(model, inputs, cfg)
+    to_edge_transform_and_lower(torch.export.export(model, inputs), partitioner=cfg.partitioners())
+
+
+def build(out_dir: str, arch: str, config: str) -> dict:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, root)
+    from tests.corpus.models import build as build_model
+
+    from etlens.report import report_from_model
+
+    case_dir = os.path.join(out_dir, f"{arch}-{config}")
+    os.makedirs(case_dir, exist_ok=True)
+    result: dict = {"arch": arch, "config": config, "ok": False}
+    _record_delegation(result)
+    t0 = time.perf_counter()
+    try:
+        model, inputs = build_model(arch)
+        rep = report_from_model(model, inputs, os.path.join(case_dir, "report.html"), name=arch, runs=2,
+                                progress=False, **CONFIGS[config])
+        result.update(ok=True, files=rep.files, total_latency_ms=rep.total_latency_ms, worst_gap=rep.worst_gap)
+        if "et_delegation" not in result:  # no pass trace ran here (lowering itself runs in a child)
+            _reference_lowering(model, inputs, **CONFIGS[config])
+    except BaseException as exc:  # noqa: B036 - recorded for the test to report
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["traceback"] = traceback.format_exc()[-4000:]
+    result["seconds"] = round(time.perf_counter() - t0, 2)
+    with open(os.path.join(case_dir, "result.json"), "w") as f:
+        json.dump(result, f, indent=1, default=str)
+    return result
+
+
+if __name__ == "__main__":
+    res = build(*sys.argv[1:4])
+    print(json.dumps({k: res.get(k) for k in ("arch", "config", "ok", "seconds", "error")}))

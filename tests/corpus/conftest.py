@@ -1,0 +1,109 @@
+"""Corpus fixtures: each (architecture, config) is built once per source version, in its own process.
+
+``corpus_case(case)`` returns the namespace of one built case (its report, artifacts and ExecuTorch's
+delegation info recorded at lowering time). Builds are cached under
+``$ETLENS_FIXTURE_CACHE/corpus-<hash>/`` where the hash covers :data:`BUILD_SOURCES`, so a second
+session reuses them. Under pytest-xdist every case's
+tests share one ``xdist_group``, so with ``--dist loadgroup`` the builds of different cases run in
+parallel processes and each is built once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.conftest import CACHE, HAS_EXECUTORCH, ROOT
+
+HERE = Path(__file__).resolve().parent
+#: per-case wall time limit of one build (it runs in a child process)
+BUILD_TIMEOUT = 900
+
+
+#: what a build depends on: the models, the build script, and the toolchain steps of the pipeline (as
+#: tests/conftest.py keys the fixtures); CI starts from an empty cache, so every build there is fresh
+BUILD_SOURCES = ("tests/corpus/models.py", "tests/corpus/build.py", "src/etlens/report/pipeline.py",
+                 "src/etlens/passes/quantize.py", "src/etlens/passes/backends.py")
+
+
+def _source_key() -> str:
+    h = hashlib.sha256()
+    files = [ROOT / p for p in BUILD_SOURCES if (ROOT / p).exists()]
+    for p in files:
+        h.update(str(p.relative_to(ROOT)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def corpus_dir() -> Path:
+    return CACHE / f"corpus-{_source_key()}"
+
+
+def build_case(arch: str, config: str) -> SimpleNamespace:
+    """Build ``arch`` in ``config`` (or reuse the cached build); return what it wrote."""
+    from filelock import FileLock
+
+    out = corpus_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    case_dir = out / f"{arch}-{config}"
+    result = case_dir / "result.json"
+    with FileLock(str(out / f".{arch}-{config}.lock")):
+        if not result.exists():
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+            try:
+                proc = subprocess.run([sys.executable, str(HERE / "build.py"), str(out), arch, config],
+                                      capture_output=True, text=True, env=env, timeout=BUILD_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                case_dir.mkdir(parents=True, exist_ok=True)
+                result.write_text(json.dumps({"arch": arch, "config": config, "ok": False,
+                                              "error": f"build timed out after {BUILD_TIMEOUT} s"}))
+            else:
+                if not result.exists():  # the child died natively (abort, segfault)
+                    case_dir.mkdir(parents=True, exist_ok=True)
+                    result.write_text(json.dumps({
+                        "arch": arch, "config": config, "ok": False,
+                        "error": f"build process exited with {proc.returncode}: {proc.stderr[-2000:]}"}))
+    data = json.loads(result.read_text())
+    arts = case_dir / "report_artifacts"
+    return SimpleNamespace(
+        name=f"{arch}-{config}", arch=arch, config=config, dir=str(case_dir), result=data,
+        report=str(case_dir / "report.html"), pte=str(arts / f"{arch}.pte"),
+        etrecord=str(arts / f"{arch}.etrecord"), etdump=str(arts / f"{arch}.etdp"),
+        debug_buffer=str(arts / f"{arch}.debug.bin"), trace=str(arts / f"{arch}.trace.json"))
+
+
+@pytest.fixture(scope="session")
+def corpus_case():
+    """``(arch, config) -> namespace`` of the built case (skips without ExecuTorch)."""
+    if not HAS_EXECUTORCH:
+        pytest.skip("needs the executorch extra to build the corpus")
+    cache: dict = {}
+
+    def get(case: str) -> SimpleNamespace:
+        if case not in cache:
+            arch, config = case.split(":")
+            cache[case] = build_case(arch, config)
+        return cache[case]
+
+    return get
+
+
+def record_row(case: SimpleNamespace, **values) -> None:
+    """Merge ``values`` into the case's row of the corpus table (``row.json`` next to the build)."""
+    path = Path(case.dir) / "row.json"
+    from filelock import FileLock
+
+    with FileLock(str(path) + ".lock"):
+        row = json.loads(path.read_text()) if path.exists() else {
+            "arch": case.arch, "config": case.config, "build_s": case.result.get("seconds"), "checks": {}}
+        checks = values.pop("checks", {})
+        row.update(values)
+        row["checks"].update(checks)
+        path.write_text(json.dumps(row, indent=1, default=str))

@@ -1,0 +1,192 @@
+"""The real-architecture corpus end to end: every case through every etlens path, checked against ExecuTorch.
+
+Each case (architecture × config, see :data:`CASES`) is built once by ``tests/corpus/build.py``
+through :func:`etlens.report.report_from_model` (what ``etlens report --model`` runs), then:
+
+* the build wrote a report and every artifact, and ``etlens info`` / ``etlens view`` read them;
+* ``etlens.Inspector``'s DataFrame equals ``executorch.devtools.Inspector``'s on the same files;
+* ``calculate_numeric_gap`` equals ExecuTorch's where ExecuTorch succeeds, and gives rows or an
+  :class:`~etlens.errors.EtlensError` with a reason where ExecuTorch raises (never anything else);
+* ``get_delegation_info`` from the ETRecord equals ExecuTorch's on the lowered program in memory.
+
+Select with ``-m corpus``; the results feed ``scripts/corpus_table.py`` (docs/corpus.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+
+import pytest
+
+from tests.analysis.inspector._inspector_compare import frame_diffs
+from tests.analysis.numerics._et import assert_same_rows
+from tests.corpus.conftest import record_row
+
+#: every architecture in fp32 with XNNPACK; int8 (pt2e, XNNPACK) on the token-id models (integer
+#: inputs and embeddings) and one model of each other family; portable (no trace) on one encoder, one
+#: decoder, one CNN and one audio model. Sized to the CI budget (15 minutes on 2 cores).
+ARCHS = ("bert", "distilbert", "gpt2", "llama", "t5_encoder", "vit", "convnext", "resnet", "mobilevit",
+         "segformer", "swin", "wav2vec2", "whisper_encoder")
+INT8 = ("bert", "gpt2", "llama", "t5_encoder", "vit", "resnet", "wav2vec2")
+PORTABLE = ("bert", "gpt2", "resnet", "whisper_encoder")
+CASES = ([f"{a}:fp32-xnnpack" for a in ARCHS] + [f"{a}:int8-xnnpack" for a in INT8]
+         + [f"{a}:fp32-portable" for a in PORTABLE])
+
+
+def _params():
+    return [pytest.param(c, id=c.replace(":", "-"), marks=pytest.mark.xdist_group(c)) for c in CASES]
+
+
+pytestmark = [pytest.mark.corpus, pytest.mark.executorch]
+
+
+@contextlib.contextmanager
+def check(case, name):
+    """Record the check's pass/fail in the case's table row."""
+    try:
+        yield
+    except BaseException:
+        record_row(case, checks={name: "fail"})
+        raise
+    record_row(case, checks={name: "pass"})
+
+
+def built(corpus_case, case):
+    c = corpus_case(case)
+    if not c.result.get("ok"):
+        record_row(c, checks={"build": "fail"}, error=c.result.get("error"))
+        pytest.fail(f"{case} did not build: {c.result.get('error')}\n{c.result.get('traceback', '')}")
+    return c
+
+
+_INSPECTORS: dict = {}
+
+
+def inspectors(c):
+    if c.name not in _INSPECTORS:
+        from executorch.devtools import Inspector as ETInspector
+
+        import etlens
+
+        logging.getLogger().setLevel(logging.ERROR)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            et = ETInspector(etdump_path=c.etdump, etrecord=c.etrecord, debug_buffer_path=c.debug_buffer)
+        ours = etlens.Inspector(etdump_path=c.etdump, etrecord=c.etrecord, debug_buffer_path=c.debug_buffer)
+        _INSPECTORS.clear()  # one case at a time: the inspectors hold every intermediate tensor
+        _INSPECTORS[c.name] = (et, ours)
+    return _INSPECTORS[c.name]
+
+
+@pytest.mark.parametrize("case", _params())
+def test_report_built(corpus_case, case):
+    c = built(corpus_case, case)
+    with check(c, "report"):
+        import os
+
+        html = open(c.report, encoding="utf-8").read()
+        assert "</html>" in html and "internal error" not in html
+        for label, path in c.result["files"].items():
+            assert path and os.path.exists(path), label
+        from etlens.readers.etrecord import read
+
+        graph = read(c.etrecord).graph(prefer=("edge_dialect_exported_program",))
+        record_row(c, nodes=len(list(graph)), build_s=c.result.get("seconds"))
+
+
+@pytest.mark.parametrize("case", _params())
+def test_info_and_view_on_every_artifact(corpus_case, case, tmp_path, capsys):
+    from etlens.cli.main import main
+
+    c = built(corpus_case, case)
+    with check(c, "info+view"):
+        readable = [c.pte, c.etrecord, c.etdump] + ([c.trace] if c.result["files"].get(
+            "pass trace (etlens trace JSON)") else [])
+        for path in readable:
+            assert main(["info", path]) == 0, path
+            assert capsys.readouterr().out.strip(), path
+        for path in [c.pte, c.etrecord] + readable[3:]:
+            out = tmp_path / (path.rsplit("/", 1)[-1] + ".html")
+            assert main(["view", path, "-o", str(out)]) == 0, path
+            assert out.stat().st_size > 1000
+
+
+@pytest.mark.parametrize("case", _params())
+def test_inspector_equals_executorch(corpus_case, case):
+    c = built(corpus_case, case)
+    with check(c, "inspector"):
+        et, ours = inspectors(c)
+        expected, got = et.to_dataframe(), ours.to_dataframe()
+        record_row(c, events=int(len(got)))
+        assert len(got) > 0
+        assert frame_diffs(expected, got) == []
+
+
+@pytest.mark.parametrize("case", _params())
+def test_numeric_gap_equals_executorch_or_explains(corpus_case, case):
+    from etlens.errors import EtlensError
+
+    c = built(corpus_case, case)
+    with check(c, "numeric gap"):
+        et, ours = inspectors(c)
+        et_error = None
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+                warnings.simplefilter("ignore")
+                expected = et.calculate_numeric_gap("MSE")
+        except Exception as exc:  # ExecuTorch's own failure: etlens must still answer
+            et_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        try:
+            got = ours.calculate_numeric_gap("MSE")
+        except EtlensError as exc:
+            assert et_error is not None, f"ExecuTorch succeeds but etlens raised: {exc}"
+            assert str(exc).strip()
+            record_row(c, gap_rows=0, gap_note=f"reason: {str(exc)[:160]}", et_gap_error=et_error)
+            return
+        record_row(c, gap_rows=int(len(got)), gap_note=None, et_gap_error=et_error)
+        if et_error is None:
+            assert_same_rows(expected, got, check_stacktraces=False)
+        else:
+            assert len(got) > 0 or len(ours.explain_unpaired()) > 0
+
+
+@pytest.mark.parametrize("case", _params())
+def test_delegation_equals_executorch_on_the_lowered_program(corpus_case, case):
+    from etlens.analysis.delegation import get_delegation_info
+
+    c = built(corpus_case, case)
+    with check(c, "delegation"):
+        ref = c.result["et_delegation"]
+        # the ETRecord with the .pte's kernel list (what the report uses): exact
+        for source in (c.etrecord,):
+            mine = get_delegation_info(source, pte=c.pte)
+            df = mine.get_operator_delegation_dataframe()
+            assert mine.get_summary() == ref["summary"], source
+            assert [mine.num_delegated_subgraphs, mine.num_delegated_nodes, mine.num_non_delegated_nodes] == \
+                ref["counts"], source
+            assert list(df.columns) == ref["columns"]
+            assert df.astype(object).values.tolist() == ref["rows"], source
+
+
+@pytest.mark.browser
+def test_report_page_lists_delegate_op_types_by_name(corpus_case, browser, tmp_path):
+    """An attention model's DELEGATE_CALL rows: op types by name in the latency table, never characters."""
+    c = built(corpus_case, "gpt2:fp32-xnnpack")
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.goto("file://" + c.report)
+    page.wait_for_load_state("load")
+    cells = page.eval_on_selector_all(
+        "table tr", "rows => rows.map(r => Array.from(r.cells).map(c => c.textContent.trim()))")
+    calls = [r for r in cells if r and r[0] == "DELEGATE_CALL"]
+    assert calls, "no DELEGATE_CALL row in the per-operator latency table"
+    for row in calls:
+        ops = row[1]
+        assert "aten." in ops and not ops.startswith("["), row
+        assert "[, '" not in ops and ", ', " not in ops, row
+    long = [r for r in calls if "ops)" in r[1]]
+    assert long, "gpt2's delegates run more than four ops: the truncated list must say how many"
+    page.screenshot(path=str(tmp_path / "gpt2_report.png"), full_page=False)
+    page.close()
