@@ -125,5 +125,5 @@ class InsideResult:
         if self.bisect:
             b = self.bisect
             lines.append(f"bisect: first crossing at {b.get('first_crossing')} after {b.get('cycles')} lower+run "
-                         f"cycles ({"agrees with" if b.get("agrees") else "differs from"} the instrumented rows)")
+                         f"cycles ({'agrees with' if b.get('agrees') else 'differs from'} the instrumented rows)")
         return "\n".join(lines)
