@@ -144,7 +144,7 @@ def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[di
 def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack", quantize: bool = False,
                      metric: str = "MSE", threshold: float | None = None, bisect: bool = False,
                      comparators: list | None = None, calibration: list | None = None,
-                     progress: bool | None = None) -> InsideResult:
+                     progress: bool | None = None, observe: bool = True) -> InsideResult:
     """Per-op values inside each delegate of ``model`` lowered for ``backend``, against the float model.
 
     Args:
@@ -157,6 +157,8 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
         comparators: extra :class:`~etlens.analysis.comparators.NumericalComparatorBase` instances
             whose values are added to every row's ``metrics``.
         progress: show a bar over the lower + run cycles (default: when stderr is a terminal).
+        observe: also lower + run the production program (the observer-effect baseline and the
+            time anchor); ``False`` saves that cycle.
     """
     import torch
 
@@ -188,22 +190,23 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
     if not exposures:
         raise EtlensError("inside-delegates: the model has no floating-point op whose value can be exposed")
 
-    pbar = bar(total=2 + (max(1, len(exposures)).bit_length() + 1 if bisect else 0), desc="inside delegates",
-               unit="lower+run", enabled=progress)
+    probes = max(1, len(exposures)).bit_length() + 1 if bisect else 0
+    pbar = bar(total=1 + int(observe) + probes, desc="inside delegates", unit="lower+run", enabled=progress)
     cycles = _Cycles(cfg, inputs, pbar)
     try:
-        prod_outs, _edge = cycles(src, "production program")
-        plain_seconds = cycles.seconds
+        prod_outs = cycles(src, "production program")[0] if observe else None
+        plain_seconds = cycles.seconds if observe else None
         failed: list[dict] = []
         builds = _build(cycles, src, exposures, failed)
         rows = _rows(builds, inputs, float_values, handle_of, cmps, primary, threshold, quantize)
         result = InsideResult(metric=primary.name, threshold=threshold, backend=cfg.name, quantized=quantize,
                               rows=rows)
         result.first_divergence = _first(rows)
-        result.observer_effect = _observer(builds, prod_outs, float_gm, inputs, cmps, primary)
+        if prod_outs is not None:
+            result.observer_effect = _observer(builds, prod_outs, float_gm, inputs, cmps, primary)
         result.method = {
             "name": "instrumented-outputs", "cycles": cycles.count, "builds": len(builds),
-            "instrumented_seconds": cycles.seconds - plain_seconds, "plain_seconds": plain_seconds,
+            "instrumented_seconds": cycles.seconds - (plain_seconds or 0.0), "plain_seconds": plain_seconds,
             "exposed": sum(len(b[0]) for b in builds), "unexposed": failed,
             "exact": "values are the backend's outputs for each exposed op; fusions across an exposed value "
                      "are split (see observer_effect)",
