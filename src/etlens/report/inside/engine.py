@@ -134,8 +134,9 @@ def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[di
         return [(list(exposures), gm, n_orig, outs, _where(edge))]
     except Exception as exc:  # noqa: BLE001 - lowering/running errors of any kind: isolate the culprit
         if len(exposures) == 1:
+            first_line = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
             failed.append({"node": exposures[0].node, "aot_ops": exposures[0].ops,
-                           "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc) else ''}"})
+                           "error": f"{type(exc).__name__}: {first_line}"})
             return []
         half = len(exposures) // 2
         return _build(cycles, src, exposures[:half], failed) + _build(cycles, src, exposures[half:], failed)

@@ -114,9 +114,10 @@ class InsideResult:
                 lines.append("  at " + fd["source_line"])
         oe = self.observer_effect
         if oe:
+            vs_float = oe.get("production_vs_float", {}).get(self.metric)
             lines.append(f"observer effect: instrumented vs production final output max_abs "
                          f"{fmt(oe.get('max_abs'))} ({'identical' if oe.get('identical') else 'changed'}); "
-                         f"production vs float model {self.metric} {fmt(oe.get('production_vs_float', {}).get(self.metric))}")
+                         f"production vs float model {self.metric} {fmt(vs_float)}")
         m = self.method
         if m:
             lines.append(f"method: {m.get('name')}, {m.get('cycles')} lower+run cycles, "
