@@ -27,6 +27,8 @@ def register(sub) -> None:
     p.add_argument("--quantize", action="store_true", help="pt2e int8-quantize first (--demo/--model)")
     p.add_argument("--runs", type=int, default=5, help="runtime runs for --demo/--model (default 5)")
     p.add_argument("--no-trace", action="store_true", help="skip the pass-by-pass trace (--demo/--model)")
+    p.add_argument("--no-inside-delegates", action="store_true",
+                   help="skip the per-op values inside delegates (one instrumented lower+run; --demo/--model)")
     p.add_argument("--metric", default="MSE", choices=["MSE", "L1", "SNR", "cosine", "max_abs"],
                    help="numeric-gap metric (default MSE)")
     p.add_argument("--fail-on-gap", type=float, metavar="X",
@@ -64,7 +66,8 @@ def run(args) -> int:
         model, inputs, stem = load_model(name)
         result = report_from_model(model, inputs, args.output, name=stem, backend=args.backend,
                                    quantize=args.quantize, runs=args.runs, trace=not args.no_trace,
-                                   metric=args.metric, gap_threshold=args.fail_on_gap)
+                                   metric=args.metric, gap_threshold=args.fail_on_gap,
+                                   inside_delegates=not args.no_inside_delegates)
     lat = f"{result.total_latency_ms:.3f} ms" if result.total_latency_ms is not None else "n/a"
     gap = f"{result.worst_gap:.4g}" if result.worst_gap is not None else "n/a"
     print(f"wrote {result.path}  (total latency {lat}, worst {result.gap_metric} gap {gap}; "

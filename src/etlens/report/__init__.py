@@ -51,8 +51,8 @@ class ReportResult:
 def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = None,
                           debug_buffer: str | None = None, pte: str | None = None, trace: Any = None,
                           title: str = "etlens report", subtitle: str = "", metric: str = "MSE",
-                          gap_threshold: float | None = None, extra_files: dict[str, str] | None = None
-                          ) -> ReportResult:
+                          gap_threshold: float | None = None, extra_files: dict[str, str] | None = None,
+                          inside: Any = None) -> ReportResult:
     """Write the report for device artifacts to ``output``; side files go next to it."""
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     os.makedirs(out_dir, exist_ok=True)
@@ -60,6 +60,10 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
     inputs = ReportInputs(etdump=etdump, etrecord=etrecord, debug_buffer=debug_buffer, pte=pte, trace=trace,
                           title=title, subtitle=subtitle, metric=metric, gap_threshold=gap_threshold)
     data = collect(inputs)
+    if inside is not None:  # per-op values inside delegates (report.inside), from report_from_model
+        from .inside.section import attach
+
+        attach(data, inside)
     files = dict(extra_files or {})
     files.update(write_side_files(data, out_dir, stem))
     page = build_page(data, out_dir, stem, files)
@@ -72,9 +76,13 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
 
 def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: str = "model",
                       backend: str = "xnnpack", quantize: bool = False, runs: int = 5, trace: bool = True,
-                      metric: str = "MSE", gap_threshold: float | None = None, progress: bool | None = None
-                      ) -> ReportResult:
-    """Trace, lower, run and report on ``model`` (needs the ``executorch`` extra)."""
+                      metric: str = "MSE", gap_threshold: float | None = None, progress: bool | None = None,
+                      inside_delegates: bool = True) -> ReportResult:
+    """Trace, lower, run and report on ``model`` (needs the ``executorch`` extra).
+
+    ``inside_delegates`` (default on): also lower + run an instrumented build and show the per-op
+    values inside each delegate (:mod:`etlens.report.inside`).
+    """
     from .._progress import progress as bar
     from .pipeline import build_and_run
 
@@ -84,6 +92,8 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     steps = ["trace passes", "lower + run on the ExecuTorch runtime", "inspect + numerics + render"]
     if not trace:
         steps = steps[1:]
+    if inside_delegates:
+        steps.append("inside the delegates")
     pbar = bar(total=len(steps), desc="etlens report", unit="step", enabled=progress)
     the_trace = None
     files: dict[str, str] = {}
@@ -104,13 +114,21 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
         files.update({"program (.pte)": arts.pte, "ETRecord": arts.etrecord, "ETDump": arts.etdump,
                       "debug buffer": arts.debug_buffer})
         pbar.update(1)
+        inside = None
+        if inside_delegates:
+            pbar.set_postfix_str("inside the delegates")
+            from .inside.section import run_for_report
+
+            inside = run_for_report(model, example_inputs, backend=backend, quantize=quantize, metric=metric,
+                                    threshold=gap_threshold)
+            pbar.update(1)
         pbar.set_postfix_str("inspect + render")
         subtitle = (f"model {name} · backend {backend}{' · int8 (pt2e)' if quantize else ''} · "
                     f"{runs} runs on the ExecuTorch runtime")
         result = report_from_artifacts(arts.etdump, output, etrecord=arts.etrecord, debug_buffer=arts.debug_buffer,
                                        pte=arts.pte, trace=the_trace, title=f"etlens report: {name}",
                                        subtitle=subtitle, metric=metric, gap_threshold=gap_threshold,
-                                       extra_files=files)
+                                       extra_files=files, inside=inside)
         pbar.update(1)
     finally:
         pbar.close()

@@ -71,6 +71,7 @@ class ReportData:
     gap_overlay: dict[str, float] = field(default_factory=dict)
     inspector: Any = None
     notes: list[str] = field(default_factory=list)
+    inside: Any = None  # InsideResult: per-op values inside delegates (report.inside)
 
 
 #: gaps below this (MSE / L1 / max_abs) are float rounding noise, not a divergence

@@ -46,7 +46,7 @@ from ...errors import EtlensError
 from .graph import Exposure, capture, instrument, plan
 from .result import InsideResult
 
-__all__ = ["inside_delegates", "METRICS"]
+__all__ = ["inside_delegates", "rethreshold", "METRICS"]
 
 #: every row carries these metrics for each reference (plus any custom comparators)
 METRICS = ["MSE", "L1", "SNR", "cosine", "max_abs"]
@@ -289,3 +289,15 @@ def _observer(builds: list[tuple], prod_outs: list, float_gm: Any, inputs: tuple
             "identical": worst.get("max_abs") == 0.0, "production_vs_float": prod_vs_float,
             "metric": primary.name}
 
+
+
+def rethreshold(result: InsideResult, threshold: float) -> InsideResult:
+    """Set ``result``'s threshold after the fact: recompute ``crosses_threshold`` and the first divergence."""
+    from ...analysis.comparators import get_comparator
+
+    cmp = get_comparator(result.metric)
+    result.threshold = threshold
+    for r in result.rows:
+        r["crosses_threshold"] = bool(r.get("gap") is not None and cmp.crosses(float(r["gap"]), threshold))
+    result.first_divergence = _first(result.rows)
+    return result
