@@ -122,22 +122,42 @@ def _metrics(comparators: list, ref: Any, out: Any) -> dict[str, float]:
     return vals
 
 
+def _named_in_error(exc: Exception, exposures: list[Exposure]) -> list[Exposure]:
+    """Exposures an edge-dialect node name in the error points at (``'aten_add_tensor_3'`` -> ``add_3``).
+
+    The backend names the node it refuses (XNNPACK: "Output node 'aten_add_tensor' is already in the
+    inputs"); edge names are ``aten_<op>_<overload>[_<n>]`` for the export node ``<op>[_<n>]``.
+    """
+    import re
+
+    out = []
+    for name in re.findall(r"'(aten_[A-Za-z0-9_]+)'", str(exc)):
+        m = re.match(r"aten_(.+?)_[a-z]+(?:_(\d+))?$", name)
+        if not m:
+            continue
+        want = m.group(1) + (f"_{m.group(2)}" if m.group(2) else "")
+        out += [e for e in exposures if e.node == want and e not in out]
+    return out
+
+
 def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[dict]) -> list[tuple]:
-    """Lower + run with ``exposures`` exposed; on failure split in halves (down to single values).
+    """Lower + run with ``exposures`` exposed; on failure drop what the error names, else split in halves.
 
     Returns ``[(exposures, instrumented graph, n_original_outputs, outputs, where)]`` for every
-    build that worked; exposures that fail alone go to ``failed``.
+    build that worked; exposures that fail alone (or that the backend's error names) go to ``failed``.
     """
     gm, n_orig = instrument(src, exposures)
     try:
         outs, edge = cycles(gm, f"instrumented build ({len(exposures)} values)")
         return [(list(exposures), gm, n_orig, outs, _where(edge))]
     except Exception as exc:  # noqa: BLE001 - lowering/running errors of any kind: isolate the culprit
-        if len(exposures) == 1:
-            first_line = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-            failed.append({"node": exposures[0].node, "aot_ops": exposures[0].ops,
-                           "error": f"{type(exc).__name__}: {first_line}"})
-            return []
+        first_line = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        named = _named_in_error(exc, exposures) if len(exposures) > 1 else []
+        if len(exposures) == 1 or named:
+            for e in (named or exposures):
+                failed.append({"node": e.node, "aot_ops": e.ops, "error": f"{type(exc).__name__}: {first_line}"})
+            rest = [e for e in exposures if e not in named]
+            return _build(cycles, src, rest, failed) if named and rest else []
         half = len(exposures) // 2
         return _build(cycles, src, exposures[:half], failed) + _build(cycles, src, exposures[half:], failed)
 
