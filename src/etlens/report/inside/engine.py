@@ -272,10 +272,21 @@ def _rows(builds: list[tuple], inputs: tuple, float_values: dict, handle_of: dic
                 "reference_kind": "float" if float_ref is not None else "qdq_simulated",
                 "gap": gap if gap is not None else kernel_gap, "kernel_gap": kernel_gap,
                 "kernel_reference_kind": "qdq_simulated" if quantized else None,
-                "metrics": metrics, "shape": list(getattr(value, "shape", ())), "crosses_threshold": crosses,
+                "metrics": metrics, "shape": list(getattr(value, "shape", ())), "stats": _stats(value),
+                "crosses_threshold": crosses,
             }))
     rows.sort(key=lambda r: r[0])
     return [r for _, r in rows]
+
+
+def _stats(value: Any) -> dict[str, float]:
+    """min / max / mean / abs_max of the backend's value (the statistics upstream's tap reports too)."""
+    import torch
+
+    t = torch.as_tensor(value).detach().to(torch.float64)
+    if t.numel() == 0:
+        return {}
+    return {"min": float(t.min()), "max": float(t.max()), "mean": float(t.mean()), "abs_max": float(t.abs().max())}
 
 
 def _order(e: Exposure) -> int:

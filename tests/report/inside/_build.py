@@ -1,0 +1,42 @@
+"""Child process for the inside-delegates tests: run one case, write its JSON (``_build.py OUT CASE``).
+
+Cases: ``fault_<mlp|cnn|transformer>`` (int8, SNR threshold 10) and ``<corpus name>_<fp32|int8>``.
+Lowering and running happen here, never in the pytest process (a native abort fails one case).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+
+
+def run(case: str) -> dict:
+    from etlens.report.inside import inside_delegates
+
+    kind, _, variant = case.rpartition("_")
+    if case.startswith("fault_"):
+        from tests.report.inside.faults import BUILDERS
+
+        model, inputs, path = BUILDERS[variant]()
+        res = inside_delegates(model, inputs, quantize=True, metric="SNR", threshold=10, observe=False,
+                               progress=False)
+        return {"expected_module": path, **res.to_dict()}
+    from tests.corpus import models
+
+    model, inputs = getattr(models, kind)()
+    res = inside_delegates(model, inputs, quantize=variant == "int8", metric="SNR", observe=False, progress=False)
+    return res.to_dict()
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1])
+    for case in sys.argv[2:]:
+        start = time.perf_counter()
+        doc = run(case)
+        doc["seconds"] = time.perf_counter() - start
+        (out / f"{case}.json").write_text(json.dumps(doc, default=str))

@@ -1,0 +1,52 @@
+"""Per-op values inside delegates: injected faults are found, the corpus gets rows, tap_compare agrees."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import CORPUS, FAULTS
+
+
+@pytest.mark.parametrize("case", FAULTS)
+def test_injected_fault_is_first_divergence(inside_docs, case):
+    doc = inside_docs[case]
+    fd = doc["first_divergence"]
+    assert fd is not None, f"{case}: no value crosses SNR 10 dB"
+    assert fd["module_path"] == doc["expected_module"], (case, fd)
+    assert fd["inside_delegate"] and fd["backend"] == "XnnpackBackend"
+    assert fd["reference_kind"] == "float"
+    # the quantized kernel itself is right: the error is the quantization (kernel gap stays high)
+    assert fd["kernel_gap"] is None or fd["kernel_gap"] == "inf" or fd["kernel_gap"] > 30
+    # every row before it is healthy, and the model is fully delegated
+    rows = doc["rows"]
+    assert all(not r["crosses_threshold"] for r in rows[:fd["row"]])
+    assert all(r["inside_delegate"] for r in rows)
+    assert fd["source_line"] and "faults.py" in fd["source_line"]
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+@pytest.mark.parametrize("model", CORPUS)
+def test_corpus_rows_inside_delegates(inside_docs, model, variant):
+    doc = inside_docs[f"{model}_{variant}"]
+    inside = [r for r in doc["rows"] if r["inside_delegate"]]
+    assert len(inside) >= 5, (model, variant, len(inside))
+    for r in inside:
+        assert r["backend"] == "XnnpackBackend"
+        assert r["aot_ops"] and r["debug_handles"]
+        assert r["reference_kind"] == "float"
+        assert set(r["metrics"]["float"]) >= {"MSE", "L1", "SNR", "cosine", "max_abs"}
+        if variant == "int8":
+            assert "qdq_simulated" in r["metrics"]
+    # the backend's fp32 kernels agree with torch to float rounding; int8 values are close to float
+    snrs = [r["gap"] for r in inside if isinstance(r["gap"], (int, float))]
+    assert snrs and min(snrs) > (60 if variant == "fp32" else 3), (model, variant, min(snrs))
+    assert doc["method"]["name"] == "instrumented-outputs"
+
+
+def test_json_names(inside_docs):
+    doc = inside_docs["fault_mlp"]
+    assert {"metric", "threshold", "rows", "first_divergence", "observer_effect", "method"} <= set(doc)
+    row = doc["rows"][0]
+    assert {"aot_ops", "debug_handles", "module_path", "inside_delegate", "backend", "gap",
+            "reference_kind"} <= set(row)
+    assert {"node", "module_path", "gap", "source_line"} <= set(doc["first_divergence"])
