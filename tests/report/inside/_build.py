@@ -19,6 +19,8 @@ def run(case: str) -> dict:
     from etlens.report.inside import inside_delegates
 
     kind, _, variant = case.rpartition("_")
+    if case.startswith("tap_"):
+        return tap(variant)
     if case.startswith("fault_"):
         from tests.report.inside.faults import BUILDERS
 
@@ -31,6 +33,18 @@ def run(case: str) -> dict:
     model, inputs = getattr(models, kind)()
     res = inside_delegates(model, inputs, quantize=variant == "int8", metric="SNR", observe=False, progress=False)
     return res.to_dict()
+
+
+def tap(name: str) -> dict:
+    """Upstream's reference: ``tap_compare`` with STATS on every call_function node, fp32 XNNPACK."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.devtools.intermediate_output_tap import tap_compare
+
+    from tests.corpus import models
+
+    model, inputs = getattr(models, name)()
+    df, _specs = tap_compare(model, inputs, [XnnpackPartitioner()])
+    return {"rows": df.astype(object).where(df.notna(), None).to_dict("records")}
 
 
 if __name__ == "__main__":

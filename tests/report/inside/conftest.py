@@ -15,7 +15,7 @@ from tests.conftest import CACHE, HAS_EXECUTORCH, ROOT
 HERE = Path(__file__).resolve().parent
 FAULTS = ["fault_mlp", "fault_cnn", "fault_transformer"]
 CORPUS = ["bert", "gpt2", "vit", "mobilevit", "convnext"]
-CASES = FAULTS + [f"{m}_{v}" for m in CORPUS for v in ("fp32", "int8")]
+CASES = FAULTS + [f"{m}_{v}" for m in CORPUS for v in ("fp32", "int8")] + ["tap_convnext"]
 
 
 def _key() -> str:

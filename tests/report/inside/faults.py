@@ -79,6 +79,9 @@ def cnn():
             return self.head(x.mean(dim=(2, 3)))
 
     m = DeepCNN().eval()
+    for conv in [m.stem, *m.convs]:  # keep activations O(1) through depth so no layer is bias-only
+        torch.nn.init.kaiming_normal_(conv.weight, generator=torch.Generator().manual_seed(2))
+        conv.bias.data.zero_()
     _silence(m.convs[2], 4)
     m.convs[3].weight.data[:, 4] = HUGE
     return m, (torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(1)),), "convs.3"
