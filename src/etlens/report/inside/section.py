@@ -98,7 +98,9 @@ def section(data: Any) -> Section | None:
         lines.append(f"first divergence: {fd['node']} ({', '.join(fd['aot_ops'])}) in {fd.get('module_path')}, "
                      f"{result.metric} {fd['gap']:.4g} vs float" + (f"\n  at {fd['source_line']}"
                                                                     if fd.get("source_line") else ""))
-    if oe:
+    if not oe:
+        lines.append("observer effect: not measured here (etlens gap --model … --inside-delegates measures it)")
+    else:
         lines.append(f"observer effect: instrumented vs production final output max_abs {oe.get('max_abs'):.3g} "
                      f"({'identical' if oe.get('identical') else 'changed by the instrumentation'})")
     lines.append(f"method: {m.get('name')}, {m.get('cycles')} lower+run cycles; "
@@ -125,8 +127,9 @@ def run_for_report(model: Any, inputs: tuple, *, backend: str, quantize: bool, m
 
     if backend in (None, "", "portable", "none"):
         return None
+    # the report already lowered + ran the production program; one more cycle for the instrumented one
     result = inside_delegates(model, inputs, backend=backend, quantize=quantize, metric=metric,
-                              threshold=threshold, progress=False)
+                              threshold=threshold, progress=False, observe=False)
     if threshold is None:
         higher = bool(getattr(get_comparator(metric), "higher_is_better", False))
         t = default_threshold(result.rows, higher)
