@@ -11,7 +11,7 @@ the first divergence must name the faulty layer.
 
 from __future__ import annotations
 
-__all__ = ["mlp", "cnn", "transformer", "BUILDERS"]
+__all__ = ["mlp", "cnn", "transformer", "mlp_model", "BUILDERS"]
 
 HUGE = 1e4
 
@@ -142,3 +142,8 @@ def transformer():
 
 
 BUILDERS = {"mlp": mlp, "cnn": cnn, "transformer": transformer}
+
+
+def mlp_model():
+    """``(module, inputs)`` of :func:`mlp`, the form ``--model faults.py:mlp_model`` takes."""
+    return mlp()[:2]
