@@ -107,7 +107,7 @@ class InsideResult:
                       f"{self.threshold:g}"]
         fd = self.first_divergence
         if fd:
-            lines.append(f"first divergence: {fd['node']} ({', '.join(fd['aot_ops'])}) in "
+            lines.append(f"first divergence: {', '.join(fd['aot_ops'])} in "
                          f"{fd.get('module_path') or '?'}, {self.metric} = {fmt(fd.get('gap'))}"
                          f"{' inside ' + str(fd.get('backend')) if fd.get('inside_delegate') else ''}")
             if fd.get("source_line"):

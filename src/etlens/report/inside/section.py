@@ -63,7 +63,7 @@ def adjust_cards(cards: list[Card], data: Any) -> None:
         where = f" inside {fd['backend']}" if fd.get("inside_delegate") else ""
         detail = (f"{', '.join(fd['aot_ops'])} in {fd.get('module_path') or '?'}{where}\n"
                   f"{result.metric} {fd['gap']:.3g} vs float (threshold {result.threshold:.3g})")
-        value, tone = fd["node"], "warn"
+        value, tone = (fd["aot_ops"][0] if fd["aot_ops"] else fd["node"]), "warn"
     card = Card("First divergence", value, detail, tone)
     for i, c in enumerate(cards):
         if c.label == "First divergence":
@@ -95,7 +95,7 @@ def section(data: Any) -> Section | None:
     oe, m = result.observer_effect, result.method
     lines = []
     if fd is not None:
-        lines.append(f"first divergence: {fd['node']} ({', '.join(fd['aot_ops'])}) in {fd.get('module_path')}, "
+        lines.append(f"first divergence: {', '.join(fd['aot_ops'])} in {fd.get('module_path')}, "
                      f"{result.metric} {fd['gap']:.4g} vs float" + (f"\n  at {fd['source_line']}"
                                                                     if fd.get("source_line") else ""))
     if not oe:
