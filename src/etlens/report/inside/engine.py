@@ -122,21 +122,31 @@ def _metrics(comparators: list, ref: Any, out: Any) -> dict[str, float]:
     return vals
 
 
-def _named_in_error(exc: Exception, exposures: list[Exposure]) -> list[Exposure]:
-    """Exposures an edge-dialect node name in the error points at (``'aten_add_tensor_3'`` -> ``add_3``).
+def _named_in_error(exc: Exception, exposures: list[Exposure], src: Any) -> list[Exposure]:
+    """Exposures an edge-dialect node name in the error points at (``'aten_add_tensor_3'``).
 
     The backend names the node it refuses (XNNPACK: "Output node 'aten_add_tensor' is already in the
-    inputs"); edge names are ``aten_<op>_<overload>[_<n>]`` for the export node ``<op>[_<n>]``.
+    inputs"). Edge names are ``aten_<op>_<overload>[_<n>]``: the ``n``-th node (0 without a suffix)
+    calling ``aten.<op>.<overload>``; edge passes may drop earlier ones, so we take the first exposed
+    such node at or after position ``n`` of the source graph. A wrong guess costs one more cycle and
+    the same error, which then names the next one.
     """
     import re
 
-    out = []
+    by_target: dict[str, list[str]] = {}
+    for node in src.graph.nodes:
+        if node.op == "call_function":
+            by_target.setdefault(str(node.target).lower(), []).append(node.name)
+    mine = {e.node: e for e in exposures}
+    out: list[Exposure] = []
     for name in re.findall(r"'(aten_[A-Za-z0-9_]+)'", str(exc)):
-        m = re.match(r"aten_(.+?)_[a-z]+(?:_(\d+))?$", name)
+        m = re.match(r"aten_(.+?)_([a-z]+)(?:_(\d+))?$", name)
         if not m:
             continue
-        want = m.group(1) + (f"_{m.group(2)}" if m.group(2) else "")
-        out += [e for e in exposures if e.node == want and e not in out]
+        nodes = by_target.get(f"aten.{m.group(1)}.{m.group(2)}", [])
+        # edge passes only remove such nodes before it (int arithmetic, no-ops), so it is the k-th or later
+        later = [mine[n] for n in nodes[int(m.group(3) or 0):] if n in mine and mine[n] not in out]
+        out.extend(later[:1])
     return out
 
 
@@ -152,7 +162,7 @@ def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[di
         return [(list(exposures), gm, n_orig, outs, _where(edge))]
     except Exception as exc:  # noqa: BLE001 - lowering/running errors of any kind: isolate the culprit
         first_line = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        named = _named_in_error(exc, exposures) if len(exposures) > 1 else []
+        named = _named_in_error(exc, exposures, src) if len(exposures) > 1 else []
         if len(exposures) == 1 or named:
             for e in (named or exposures):
                 failed.append({"node": e.node, "aot_ops": e.ops, "error": f"{type(exc).__name__}: {first_line}"})
