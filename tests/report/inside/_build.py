@@ -51,6 +51,9 @@ if __name__ == "__main__":
     out = Path(sys.argv[1])
     for case in sys.argv[2:]:
         start = time.perf_counter()
-        doc = run(case)
+        try:
+            doc = run(case)
+        except Exception as exc:  # noqa: BLE001 - one failing case must not stop the others
+            doc = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         doc["seconds"] = time.perf_counter() - start
         (out / f"{case}.json").write_text(json.dumps(doc, default=str))
