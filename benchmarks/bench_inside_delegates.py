@@ -48,7 +48,11 @@ def main() -> None:
         for quant in ([True] if name.startswith("fault_") else [False, True]):
             model, inputs = _build(name)
             start = time.perf_counter()
-            res = inside_delegates(model, inputs, quantize=quant, metric="SNR", progress=False)
+            try:
+                res = inside_delegates(model, inputs, quantize=quant, metric="SNR", progress=False)
+            except Exception as exc:  # noqa: BLE001 - report and go on with the next model
+                print(f"{name:<14}{'int8' if quant else 'fp32':<6} failed: {type(exc).__name__}: {str(exc)[:160]}")
+                continue
             total = time.perf_counter() - start
             m = res.method
             ratio = m["instrumented_seconds"] / m["plain_seconds"]
