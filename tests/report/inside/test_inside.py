@@ -19,7 +19,9 @@ def test_injected_fault_is_first_divergence(inside_docs, case):
     # every row before it is healthy, and the model is fully delegated
     rows = doc["rows"]
     assert all(not r["crosses_threshold"] for r in rows[:fd["row"]])
-    assert all(r["inside_delegate"] for r in rows)
+    # fully delegated: every op runs inside XNNPACK (the getitems of an unbind are views the
+    # partitioner leaves outside; their rows say so)
+    assert all(r["inside_delegate"] for r in rows if not all(op.startswith("getitem") for op in r["aot_ops"]))
     assert fd["source_line"] and "faults.py" in fd["source_line"]
 
 
