@@ -1,12 +1,12 @@
 """Bisect the exposed values for the first one crossing the threshold, on near-production builds.
 
 The instrumented build exposes every value at once, which splits fusions across each exposed
-value. The bisect asks the same question of programs that differ from the production one by a
-single extra output: probe ``k`` lowers the production graph with only value ``k`` exposed, runs
-it, and checks whether that value crosses the threshold against its reference. Assuming drift,
-once it appears, persists downstream (the usual shape of a bad layer), the earliest crossing value
-is found by binary search in ``ceil(log2 N) + 1`` lower + run cycles, each keeping every fusion the
-production program has except at the probe.
+value. The bisect asks the question of programs closer to the production one: probe ``k`` lowers
+the production graph with the values ``0..k`` exposed (everything after the cut keeps the
+production program's partitions and fusions), runs it, and asks "does any of them cross the
+threshold?". That predicate is monotone in ``k`` even when drift recovers downstream (a bad layer
+followed by layers that wash it out), so a binary search finds the earliest crossing value in at
+most ``ceil(log2 N) + 1`` lower + run cycles.
 
 The answer says how many cycles it took and whether it agrees with the instrumented rows' first
 divergence.
@@ -39,27 +39,30 @@ def bisect_first_crossing(cycles: Any, src: Any, exposures: list[Exposure], rows
     cache: dict[int, bool] = {}
 
     def crosses(k: int) -> bool:
+        """Whether any value of ``order[0..k]`` crosses, in a build exposing exactly those."""
         if k in cache:
             return cache[k]
-        e = copy.copy(order[k])
-        gm, _n = instrument(src, [e])
+        prefix = [copy.copy(e) for e in order[:k + 1]]
+        gm, _n = instrument(src, prefix)
         try:
-            outs, _edge = cycles(gm, f"bisect probe {len(probes) + 1}: {e.node}")
+            outs, _edge = cycles(gm, f"bisect probe {len(probes) + 1}: values 0..{k}")
         except Exception as exc:  # noqa: BLE001 - a probe that cannot be built counts as not crossing
-            probes.append({"node": e.node, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+            probes.append({"upto": order[k].node, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
             cache[k] = False
             return False
-        value = outs[e.output_index]
-        if e.float_node and e.float_node in float_values:
-            ref = float_values[e.float_node]
-        else:
-            with torch.no_grad():
-                ref = gm(*cycles.inputs)[e.output_index]
-        gap = float(comparator.element_compare(ref, value))
-        hit = bool(comparator.crosses(gap, threshold))
-        probes.append({"node": e.node, "module_path": e.meta.get("module_path"), "gap": gap, "crosses": hit})
-        cache[k] = hit
-        return hit
+        with torch.no_grad():
+            sim = gm(*cycles.inputs)
+        first = None
+        for i, e in enumerate(prefix):
+            ref = float_values.get(e.float_node) if e.float_node else None
+            ref = sim[e.output_index] if ref is None else ref
+            if comparator.crosses(float(comparator.element_compare(ref, outs[e.output_index])), threshold):
+                first = i
+                break
+        probes.append({"upto": order[k].node, "values": k + 1, "first_crossing": None if first is None
+                       else order[first].node, "crosses": first is not None})
+        cache[k] = first is not None
+        return cache[k]
 
     found = None
     if order:
