@@ -41,9 +41,14 @@ def test_corpus_rows_inside_delegates(inside_docs, model, variant):
         assert set(r["metrics"]["float"]) >= {"MSE", "L1", "SNR", "cosine", "max_abs"}
         if variant == "int8":
             assert "qdq_simulated" in r["metrics"]
-    # the backend's fp32 kernels agree with torch to float rounding; int8 values are close to float
-    snrs = [r["gap"] for r in inside if isinstance(r["gap"], (int, float))]
-    assert snrs and min(snrs) > (40 if variant == "fp32" else 0), (model, variant, min(snrs))
+    # the backend's fp32 kernels agree with torch to float rounding; int8 values are mostly close to
+    # float (single rows may vanish: ConvNeXt's layer scale of 1e-6 is below one int8 step, SNR 0 dB)
+    snrs = sorted(r["gap"] for r in inside if isinstance(r["gap"], (int, float)))
+    assert snrs, (model, variant)
+    if variant == "fp32":
+        assert snrs[0] > 40, (model, snrs[0])
+    else:
+        assert snrs[len(snrs) // 2] > 10, (model, snrs)
     assert doc["method"]["name"] == "instrumented-outputs"
 
 

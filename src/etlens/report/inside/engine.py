@@ -123,7 +123,8 @@ def _metrics(comparators: list, ref: Any, out: Any) -> dict[str, float]:
 
 
 def _named_in_error(exc: Exception, exposures: list[Exposure], src: Any) -> list[Exposure]:
-    """Exposures an edge-dialect node name in the error points at (``'aten_add_tensor_3'``).
+    """Exposures an edge-dialect node name in the error points at (``'aten_add_tensor_3'``,
+    ``'quantized_decomposed_quantize_per_tensor_default_7'``).
 
     The backend names the node it refuses (XNNPACK: "Output node 'aten_add_tensor' is already in the
     inputs"). Edge names are ``aten_<op>_<overload>[_<n>]``: the ``n``-th node (0 without a suffix)
@@ -139,13 +140,13 @@ def _named_in_error(exc: Exception, exposures: list[Exposure], src: Any) -> list
             by_target.setdefault(str(node.target).lower(), []).append(node.name)
     mine = {e.node: e for e in exposures}
     out: list[Exposure] = []
-    for name in re.findall(r"'(aten_[A-Za-z0-9_]+)'", str(exc)):
-        m = re.match(r"aten_(.+?)_([a-z]+)(?:_(\d+))?$", name)
+    for name in re.findall(r"'((?:aten|quantized_decomposed)_[A-Za-z0-9_]+)'", str(exc)):
+        m = re.match(r"(aten|quantized_decomposed)_(.+?)_([a-z]+)(?:_(\d+))?$", name)
         if not m:
             continue
-        nodes = by_target.get(f"aten.{m.group(1)}.{m.group(2)}", [])
+        nodes = by_target.get(f"{m.group(1)}.{m.group(2)}.{m.group(3)}", [])
         # edge passes only remove such nodes before it (int arithmetic, no-ops), so it is the k-th or later
-        later = [mine[n] for n in nodes[int(m.group(3) or 0):] if n in mine and mine[n] not in out]
+        later = [mine[n] for n in nodes[int(m.group(4) or 0):] if n in mine and mine[n] not in out]
         out.extend(later[:1])
     return out
 
