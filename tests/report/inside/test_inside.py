@@ -43,7 +43,9 @@ def test_corpus_rows_inside_delegates(inside_docs, model, variant):
             assert "qdq_simulated" in r["metrics"]
     # the backend's fp32 kernels agree with torch to float rounding; int8 values are mostly close to
     # float (single rows may vanish: ConvNeXt's layer scale of 1e-6 is below one int8 step, SNR 0 dB)
-    snrs = sorted(r["gap"] for r in inside if isinstance(r["gap"], (int, float)))
+    # (values of ~1e-45 are denormals XNNPACK flushes to zero: SNR 0 dB, max_abs 1e-45 — not a drift)
+    snrs = sorted(r["gap"] for r in inside if isinstance(r["gap"], (int, float))
+                  and r["metrics"]["float"]["max_abs"] > 1e-30)
     assert snrs, (model, variant)
     if variant == "fp32":
         assert snrs[0] > 40, (model, snrs[0])
