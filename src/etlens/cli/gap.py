@@ -14,6 +14,7 @@ import json
 import math
 
 from ._common import add_command, write_text
+from ._gap_inside import add_inside_arguments, run_inside
 
 _METRICS = ["MSE", "L1", "SNR", "cosine", "max_abs"]
 
@@ -22,9 +23,10 @@ def register(sub) -> None:
     p = add_command(sub, "gap", "numeric gap per operator: ETRecord reference vs runtime intermediate outputs",
                     "etlens gap --etdump run.etdp --etrecord model.etrecord --debug-buffer run.debug.bin "
                     "--metric SNR --threshold 30")
-    p.add_argument("--etdump", required=True, help="ETDump (.etdp) written with intermediate outputs")
-    p.add_argument("--etrecord", required=True, help="ETRecord with representative inputs")
-    p.add_argument("--debug-buffer", required=True, help="debug buffer file written next to the ETDump")
+    p.add_argument("--etdump", help="ETDump (.etdp) written with intermediate outputs")
+    p.add_argument("--etrecord", help="ETRecord with representative inputs")
+    p.add_argument("--debug-buffer", help="debug buffer file written next to the ETDump")
+    add_inside_arguments(p)
     p.add_argument("--metric", default="MSE", choices=_METRICS, type=_metric, help="distance (default MSE)")
     p.add_argument("--threshold", type=float, default=None,
                    help="exit 2 when a gap crosses it (above for MSE/L1/max_abs, below for SNR/cosine)")
@@ -73,6 +75,12 @@ def run(args) -> int:
 
     from ..errors import MissingDataError
 
+    if args.model or args.demo or args.inside_delegates:
+        return run_inside(args)
+    for flag in ("etdump", "etrecord", "debug_buffer"):
+        if getattr(args, flag) is None:
+            raise MissingDataError(f"--{flag.replace('_', '-')} is required (or --model/--demo with "
+                                   "--inside-delegates to lower and run a model)")
     for flag, path in (("--etdump", args.etdump), ("--etrecord", args.etrecord), ("--debug-buffer", args.debug_buffer)):
         if not os.path.exists(path):
             hint = (" (write it with module.write_etdump_result_to_file(etdp, debug_path) after loading the "

@@ -32,6 +32,8 @@ def register(sub) -> None:
                    help="runtime buffer for intermediate outputs (--demo/--model; default: sized from the program "
                         "for all --runs)")
     p.add_argument("--no-trace", action="store_true", help="skip the pass-by-pass trace (--demo/--model)")
+    p.add_argument("--no-inside-delegates", action="store_true",
+                   help="skip the per-op values inside delegates (one instrumented lower+run; --demo/--model)")
     p.add_argument("--metric", default="MSE", choices=["MSE", "L1", "SNR", "cosine", "max_abs"],
                    help="numeric-gap metric (default MSE)")
     p.add_argument("--fail-on-gap", type=float, metavar="X",
@@ -71,7 +73,8 @@ def run(args) -> int:
         result = report_from_model(model, inputs, args.output, name=stem, backend=args.backend,
                                    quantize=args.quantize, runs=args.runs, trace=not args.no_trace,
                                    metric=args.metric, gap_threshold=args.fail_on_gap,
-                                   debug_buffer_size=args.debug_buffer_size, verbose=args.verbose)
+                                   debug_buffer_size=args.debug_buffer_size, verbose=args.verbose,
+                                   inside_delegates=not args.no_inside_delegates)
     lat = f"{result.total_latency_ms:.3f} ms" if result.total_latency_ms is not None else "n/a"
     gap = f"{result.worst_gap:.4g}" if result.worst_gap is not None else "n/a"
     share = f"{result.delegated_share:.0%}" if result.delegated_share is not None else "n/a"

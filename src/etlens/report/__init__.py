@@ -54,11 +54,12 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
                           debug_buffer: str | None = None, pte: str | None = None, trace: Any = None,
                           title: str = "etlens report", subtitle: str = "", metric: str = "MSE",
                           gap_threshold: float | None = None, extra_files: dict[str, str] | None = None,
-                          on_stage: Any = None) -> ReportResult:
+                          on_stage: Any = None, inside: Any = None) -> ReportResult:
     """Write the report for device artifacts to ``output``; side files go next to it.
 
     ``on_stage(name)`` (optional) is told when ``analyze`` (Inspector, numerics, delegation) and
-    ``render`` start.
+    ``render`` start. ``inside`` (from :func:`report_from_model`) holds the per-op values inside the
+    delegates (:mod:`etlens.report.inside`).
     """
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     os.makedirs(out_dir, exist_ok=True)
@@ -68,6 +69,10 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
     if on_stage is not None:
         on_stage("analyze")
     data = collect(inputs)
+    if inside is not None:  # per-op values inside delegates (report.inside), from report_from_model
+        from .inside.section import attach
+
+        attach(data, inside)
     if on_stage is not None:
         on_stage("render")
     files = dict(extra_files or {})
@@ -84,7 +89,8 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
 def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: str = "model",
                       backend: str = "xnnpack", quantize: bool = False, runs: int = 5, trace: bool = True,
                       metric: str = "MSE", gap_threshold: float | None = None, progress: bool | None = None,
-                      debug_buffer_size: int | None = None, verbose: bool = False) -> ReportResult:
+                      debug_buffer_size: int | None = None, verbose: bool = False,
+                      inside_delegates: bool = True) -> ReportResult:
     """Export, lower, run, trace and report on ``model`` (needs the ``executorch`` extra).
 
     Stages (one progress bar on a terminal): ``export`` [``quantize``] ``lower`` ``run`` x ``runs``
@@ -92,7 +98,9 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     :class:`~etlens.report.pipeline.ModelError` naming the stage and the user's frame); lowering and
     the runtime run in child processes (a native abort becomes an :class:`~etlens.errors.EtlensError`).
     ``debug_buffer_size`` (bytes; ``None``: sized from the program) is the runtime's buffer for
-    intermediate outputs; ``verbose`` shows the children's logs.
+    intermediate outputs; ``verbose`` shows the children's logs. ``inside_delegates`` (default on):
+    also lower + run an instrumented build and show the per-op values inside each delegate
+    (:mod:`etlens.report.inside`).
     """
     from .._progress import StageBar
     from ..errors import EtlensError
@@ -101,7 +109,7 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     stem = os.path.splitext(os.path.basename(output))[0]
     art_dir = os.path.join(out_dir, f"{stem}_artifacts")
-    total = 1 + int(quantize) + 1 + runs + int(trace) + 2
+    total = 1 + int(quantize) + 1 + runs + int(trace) + int(inside_delegates) + 2
     bar = StageBar(total=total, desc="etlens report", enabled=progress)
     seen: list[str] = []
 
@@ -139,12 +147,19 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
                 raise EtlensError(f"trace passes failed: {type(exc).__name__}: {exc}; the program itself lowered "
                                   "and ran: rerun with --no-trace to report without the pass stepper") from exc
             files["pass trace (etlens trace JSON)"] = trace_path
+        inside = None
+        if inside_delegates:
+            on_stage("inside the delegates")
+            from .inside.section import run_for_report
+
+            inside = run_for_report(model, example_inputs, backend=backend, quantize=quantize, metric=metric,
+                                    threshold=gap_threshold)
         subtitle = (f"model {name} · backend {backend}{' · int8 (pt2e)' if quantize else ''} · "
                     f"{runs} runs on the ExecuTorch runtime")
         result = report_from_artifacts(arts.etdump, output, etrecord=arts.etrecord, debug_buffer=arts.debug_buffer,
                                        pte=arts.pte, trace=the_trace, title=f"etlens report: {name}",
                                        subtitle=subtitle, metric=metric, gap_threshold=gap_threshold,
-                                       extra_files=files, on_stage=on_stage)
+                                       extra_files=files, on_stage=on_stage, inside=inside)
         bar.advance()
     finally:
         bar.close()

@@ -76,6 +76,7 @@ class ReportData:
     #: delegate-internal time per ATen node (:class:`etlens.analysis.attribution.Attribution`), with a .pte
     attribution: Any = None
     notes: list[str] = field(default_factory=list)
+    inside: Any = None  # InsideResult: per-op values inside delegates (report.inside)
 
 
 #: gaps below this (MSE / L1 / max_abs) are float rounding noise, not a divergence

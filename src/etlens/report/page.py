@@ -171,8 +171,11 @@ def _module_time_section(data: ReportData) -> Section:
 def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str]) -> ReportPage:
     from ..views.html import generate_html, generate_multi_pass_html
 
+    from .inside import section as inside
+
     inputs = data.inputs
     page = ReportPage(title=inputs.title, subtitle=inputs.subtitle, cards=_cards(data), notes=list(data.notes))
+    inside.adjust_cards(page.cards, data)
     if data.reference_graph is not None:
         g = data.reference_graph
         body = ""
@@ -215,7 +218,8 @@ def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str])
         page.sections.append(_module_time_section(data))
     if data.gap_df is not None:
         page.sections.append(_gap_section(data))
-    page.sections.extend(memory_sections(inputs, out_dir, stem, files, page.notes))  # issue 15
+    page.sections.extend(s for s in [inside.section(data)] if s is not None)
+    page.sections.extend(memory_sections(inputs, out_dir, stem, files, page.notes))
     links = "".join(
         f"<li>{html.escape(label)}: <a href='{html.escape(os.path.relpath(path, out_dir))}'>"
         f"{html.escape(os.path.relpath(path, out_dir))}</a></li>" for label, path in files.items() if path)

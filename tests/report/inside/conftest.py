@@ -1,0 +1,55 @@
+"""Build every inside-delegates case once (two child processes), cache the JSON by source hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CACHE, HAS_EXECUTORCH, ROOT
+
+HERE = Path(__file__).resolve().parent
+FAULTS = ["fault_mlp", "fault_cnn", "fault_transformer"]
+CORPUS = ["bert", "gpt2", "vit", "mobilevit", "convnext"]
+CASES = FAULTS + [f"{m}_{v}" for m in CORPUS for v in ("fp32", "int8")] + ["tap_convnext"]
+
+
+def _key() -> str:
+    h = hashlib.sha256()
+    inside = ROOT / "src" / "etlens" / "report" / "inside"
+    # what _build.py runs (not bisect.py / section.py: the cases use neither)
+    files = [inside / f for f in ("__init__.py", "engine.py", "graph.py", "result.py")] + [
+        ROOT / "src" / "etlens" / "report" / "pipeline.py", ROOT / "src" / "etlens" / "passes" / "quantize.py",
+        ROOT / "tests" / "corpus" / "models.py", HERE / "faults.py", HERE / "_build.py"]
+    for p in files:
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@pytest.fixture(scope="session")
+def inside_docs() -> dict[str, dict]:
+    """``{case: the JSON document of inside_delegates}`` for every case of :data:`CASES`."""
+    if not HAS_EXECUTORCH:
+        pytest.skip("needs the executorch extra")
+    from filelock import FileLock
+
+    out = CACHE / f"inside-{_key()}"
+    out.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out / ".lock")):
+        missing = [c for c in CASES if not (out / f"{c}.json").exists()]
+        procs = [subprocess.Popen([sys.executable, str(HERE / "_build.py"), str(out), *missing[i::2]],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i in range(2) if missing[i::2]]
+        errors = []
+        for p in procs:
+            _o, err = p.communicate()
+            if p.returncode != 0:
+                errors.append(err[-4000:])
+    docs = {c: json.loads((out / f"{c}.json").read_text()) for c in CASES if (out / f"{c}.json").exists()}
+    if errors and len(docs) < len(CASES):
+        raise RuntimeError("inside-delegates builds failed:\n" + "\n".join(errors))
+    return docs
