@@ -48,6 +48,15 @@ def test_accessors():
     assert t.union(9) == (0, None) and t.tables(9) == [] and bytes(t.bytes(9)) == b""
 
 
+def test_shared_vtable_declaring_a_smaller_table_still_reads():
+    # The Python flatbuffers builder shares a vtable among tables whose field offsets match, whatever
+    # their inline sizes; a table may then hold fields past the size its vtable declares.
+    b = bytearray(_buffer())
+    struct.pack_into("<H", b, 10, 8)  # the vtable declares 8 inline bytes; f4 lies at bytes 20..24
+    t = FlatBuffer(bytes(b), "t.bin").root()
+    assert t.struct(4, "<HH") == (7, 9) and t.string(1) == "hello" and t.tlen == 8
+
+
 def test_size_prefixed(committed):
     data = open(committed["mlp_portable"].etdump, "rb").read()
     fb = FlatBuffer(data, "run.etdp", size_prefixed=True, identifier=b"ED00", what="ETDump")
@@ -73,8 +82,8 @@ def test_errors_name_field_and_offset():
     with pytest.raises(FormatError, match="bad size 3"):
         FlatBuffer(bytes(b), "t.bin").root()
     b = bytearray(_buffer())
-    struct.pack_into("<H", b, 8 + 4 + 2 * 4, 23)  # f4 (4-byte struct) starting at the table's last byte
-    with pytest.raises(FormatError, match="outside its table"):
+    struct.pack_into("<H", b, 8 + 4 + 2 * 4, 74)  # f4 (4-byte struct) starting 2 bytes before the buffer ends
+    with pytest.raises(FormatError, match="outside the buffer"):
         FlatBuffer(bytes(b), "t.bin").root().struct(4, "<HH")
     with pytest.raises(FormatError, match=r"not a FlatBuffer \(identifier b'TEST'"):
         FlatBuffer(_buffer(), "t.bin", identifier=b"XXXX")

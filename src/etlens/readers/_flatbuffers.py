@@ -227,13 +227,19 @@ class Table:
     typically copy the fields they need into their own dataclasses and let the ``Table`` go.
     """
 
-    __slots__ = ("fb", "pos", "offs", "tlen", "path")
+    __slots__ = ("fb", "pos", "offs", "tlen", "room", "path")
 
     def __init__(self, fb: FlatBuffer, pos: int, offs: tuple[int, ...], tlen: int, path: Any) -> None:
         self.fb = fb
         self.pos = pos
         self.offs = offs
+        #: the inline size the table's vtable declares (what a layout attributes to the table)
         self.tlen = tlen
+        # Fields are bounds-checked against the end of the buffer, not against ``tlen``: the Python
+        # flatbuffers builder (e.g. 25.2.10, which tosa-tools pins) shares one vtable among tables whose
+        # field offsets match while their inline sizes differ, so a valid table may hold fields past the
+        # size its (shared) vtable declares. FlatBuffers' own verifier checks fields against the buffer.
+        self.room = fb.end - pos
         self.path = path
 
     def __repr__(self) -> str:
@@ -256,12 +262,12 @@ class Table:
         off = offs[slot]
         if not off:
             return 0
-        if off + size > self.tlen:
+        if off + size > self.room:
             self._outside(slot, off, size, name)
         return self.pos + off
 
     def _outside(self, slot: int, off: int, size: int, name: str | None = None) -> None:
-        self.fb.fail(self._p(name, slot), f"field of {size} bytes lies outside its table ({self.tlen} bytes)",
+        self.fb.fail(self._p(name, slot), f"field of {size} bytes at table offset {off} lies outside the buffer",
                      self.pos + off, truncated=False)
 
     def _p(self, name: str | None, slot: int) -> Any:
@@ -275,7 +281,7 @@ class Table:
         off = offs[slot]
         if not off:
             return 0
-        if off + 4 > self.tlen:
+        if off + 4 > self.room:
             self._outside(slot, off, 4, name)
         p = self.pos + off
         return p + _u32(self.fb.data, p)[0]
@@ -293,7 +299,7 @@ class Table:
         if slot < len(offs):
             off = offs[slot]
             if off:
-                if off + size > self.tlen:
+                if off + size > self.room:
                     self._outside(slot, off, size)
                 return unpack(self.fb.data, self.pos + off)[0]
         return default
@@ -424,7 +430,7 @@ class Table:
         if slot < len(offs):
             off = offs[slot]
             if off:
-                if off + f.size > self.tlen:
+                if off + f.size > self.room:
                     self._outside(slot, off, f.size, f.name)
                 return _UNPACK[f.fmt](self.fb.data, self.pos + off)[0]
         return f.default
