@@ -86,6 +86,7 @@ def build(out_dir: str, arch: str, config: str) -> dict:
     try:
         model, inputs = build_model(arch)
         rep = report_from_model(model, inputs, os.path.join(case_dir, "report.html"), name=arch, runs=2,
+                                inside_delegates=False,  # covered by tests/report/inside (its own cases)
                                 progress=False, **CONFIGS[config])
         result.update(ok=True, files=rep.files, total_latency_ms=rep.total_latency_ms, worst_gap=rep.worst_gap)
         if "et_delegation" not in result:  # no pass trace ran here (lowering itself runs in a child)
