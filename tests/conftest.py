@@ -38,7 +38,8 @@ requires_executorch = pytest.mark.skipif(not HAS_EXECUTORCH, reason="needs the e
 
 def _source_key() -> str:
     h = hashlib.sha256()
-    for p in (GENERATOR, ROOT / "src" / "etlens" / "demos.py", ROOT / "src" / "etlens" / "report" / "pipeline.py"):
+    src = ROOT / "src" / "etlens"
+    for p in (GENERATOR, src / "passes" / "demos.py", src / "report" / "pipeline.py"):
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
 

@@ -26,13 +26,13 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "etlens"
 
 #: Lowest first. Top-level names under ``etlens`` on each level.
 LAYERS: list[frozenset[str]] = [
-    frozenset({"errors", "schema", "_progress", "_version", "_files"}),  # facts and plumbing, no etlens imports up
-    frozenset({"model", "demos"}),  # the format-free graph/trace/events model; demo torch modules (build-side)
+    frozenset({"errors", "schema", "_progress"}),  # facts and plumbing, no etlens imports up
+    frozenset({"model"}),  # the format-free graph/trace/events model (+ model.files: bounded, safe reads)
     frozenset({"readers"}),  # files -> model
     frozenset({"analysis", "passes", "fleet"}),  # model -> results (inspector, numerics, delegation); pass tracer
     frozenset({"views"}),  # model objects and results -> HTML, tables, Perfetto, Model Explorer
     frozenset({"report"}),  # the one-page report: runs analyses, renders views
-    frozenset({"__init__", "compat"}),  # facade: public names, compatible classes/functions that open files
+    frozenset({"__init__", "compat", "demos", "_version"}),  # facade: public names, compat classes, re-exports
     frozenset({"cli", "__main__"}),  # one thin module per subcommand, on top of everything
 ]
 LEVEL: dict[str, int] = {name: i for i, names in enumerate(LAYERS) for name in names}

@@ -15,7 +15,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..demos import DEMOS
+    from ..passes.demos import DEMOS
 
     if args.json:
         text = json.dumps({name: desc for name, (_, desc) in DEMOS.items()}, indent=2)

@@ -1,7 +1,7 @@
 """Opening files safely, for every layer: OS errors become :class:`~etlens.errors.MissingDataError`
 naming the path, and whole-file reads refuse files past a size limit.
 
-It sits just above :mod:`etlens.errors` so the model (``Trace.load``) and the readers share it.
+It lives in the lowest layer that opens files (the model: ``Trace.load``) so the readers share it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def file_errors(path: str | os.PathLike[str], what: str = "file") -> Iterator[No
 
     ``what`` names the expected kind (``"an .etdp file"``) for the is-a-directory message.
     """
-    from .errors import MissingDataError
+    from ..errors import MissingDataError
 
     try:
         yield
@@ -33,7 +33,7 @@ def file_errors(path: str | os.PathLike[str], what: str = "file") -> Iterator[No
 
 def read_limited(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
     """Read a whole file, refusing files larger than ``limit`` bytes (default 8 GiB)."""
-    from .errors import FormatError
+    from ..errors import FormatError
 
     limit = limit if limit is not None else 8 << 30
     with file_errors(path, "a file"):

@@ -283,7 +283,7 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "Trace":
-        from .._files import read_limited
+        from .files import read_limited
 
         path = os.fspath(path)
         if not os.path.exists(path):

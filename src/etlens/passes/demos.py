@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .errors import EtlensError
+from ..errors import EtlensError
 
 __all__ = ["DEMOS", "get_demo", "demo_names", "deep_mlp"]
 

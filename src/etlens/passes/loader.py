@@ -93,7 +93,7 @@ def _shapes(specs: list[str]) -> tuple:
 
 def load_model(spec: str, input_shapes: list[str] | None = None) -> tuple[Any, tuple, str]:
     """``(model, example_inputs, name)`` for a ``--model`` value."""
-    from ..demos import DEMOS, get_demo
+    from .demos import DEMOS, get_demo
 
     if spec in DEMOS:
         model, inputs = get_demo(spec)

@@ -82,8 +82,12 @@ class PipelineTracer:
 
     def __init__(self, backend: BackendConfig, model_name: str, *, record: bool = True,
                  record_times: bool = True, show_progress: bool | None = None) -> None:
-        from .._version import __version__
+        from importlib.metadata import PackageNotFoundError, version
 
+        try:  # the installed distribution's version (etlens._version is the facade's copy)
+            __version__ = version("etlens")
+        except PackageNotFoundError:
+            __version__ = "unknown"
         self.backend = backend
         self.record = record
         self.record_times = record_times

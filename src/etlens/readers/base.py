@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .._files import file_errors, read_limited
+from ..model.files import file_errors, read_limited
 from ..model import Graph
 
 __all__ = ["Artifact", "read_limited", "file_errors"]
