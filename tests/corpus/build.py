@@ -30,7 +30,9 @@ def _record_delegation(result: dict):
     """Keep ExecuTorch's delegation info of the lowered program, taken right after lowering.
 
     ``to_executorch`` later rewrites the same program in place (memory planning adds ``alloc``
-    nodes), so the reference is computed inside ``to_edge_transform_and_lower``'s return.
+    nodes), so the reference is computed inside ``to_edge_transform_and_lower``'s return. Only a call
+    with a partitioner is the lowering: the pass tracer also calls it without one to show the edge
+    graph, and that program has no delegates at all (recording it gave "0 delegated subgraphs").
     """
     import executorch.exir as exir
 
@@ -38,6 +40,8 @@ def _record_delegation(result: dict):
 
     def lowered(*args, **kwargs):
         edge = original(*args, **kwargs)
+        if not kwargs.get("partitioner"):
+            return edge
         from executorch.devtools.backend_debug import get_delegation_info
 
         info = get_delegation_info(edge.exported_program().graph_module)
