@@ -148,22 +148,11 @@ def test_numeric_gap_equals_executorch_or_explains(corpus_case, case):
             return
         record_row(c, gap_rows=int(len(got)), gap_note=None, et_gap_error=et_error)
         if et_error is None:
-            if case in ("swin:fp32-xnnpack", "resnet:fp32-portable"):
-                # open (#18): one gap value differs from ExecuTorch's in the 4th significant digit (swin:
-                # 6.4739e-15 vs 6.4746e-15) or a row differs (resnet portable); the others are equal
-                try:
-                    assert_same_rows(expected, got, check_stacktraces=False)
-                except AssertionError as exc:
-                    pytest.xfail(f"{case}: {str(exc)[:200]}")
-                return
             assert_same_rows(expected, got, check_stacktraces=False)
         else:
             assert len(got) > 0 or len(ours.explain_unpaired()) > 0
 
 
-@pytest.mark.xfail(strict=False, reason="open (#18): since lowering moved to a child process, delegation from the "
-                   "ETRecord + .pte disagrees with ExecuTorch's in-memory answer on 8 of 25 cases (gpt2, llama, t5, "
-                   "vit, mobilevit, wav2vec2 fp32; llama, t5 int8); it matched on all cases built in-process")
 @pytest.mark.parametrize("case", _params())
 def test_delegation_equals_executorch_on_the_lowered_program(corpus_case, case):
     from etlens.analysis.delegation import get_delegation_info

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from ..record import EtlensRecordLike, Record
 from ...schema.export import EXPORT_DTYPES, EXPORT_LAYOUTS, EXPORT_MEMORY_FORMATS
 
-__all__ = ["JsonProgram", "JsonNode", "Unsupported", "parse_handle", "parse_module_stack"]
+__all__ = ["JsonProgram", "JsonNode", "Unsupported", "alias_args", "parse_handle", "parse_module_stack"]
 
 
 class Unsupported(Exception):
@@ -286,6 +286,7 @@ class JsonProgram:
         for node in self.nodes:
             if node.target not in ops:
                 ops[node.target] = self._resolve(node.target)
+        written = _written_later(self.nodes, ops) if on_node is not None else set()
         for i, node in enumerate(self.nodes):
             fn = ops[node.target]
             if fn is operator.getitem:
@@ -296,7 +297,9 @@ class JsonProgram:
                 result = fn(**kwargs)
             self._bind(node, result, env)
             if on_node is not None:
-                on_node(node, result)
+                # a value a later in-place op overwrites (``hidden += residual`` exports as ``add_``)
+                # is handed over as a copy, so what the caller keeps is the value this node computed
+                on_node(node, result.detach().clone() if node.name in written and hasattr(result, "clone") else result)
             for name in _input_names(node.inputs):
                 if last_use.get(name) == i and (keep is None or not keep(name)):
                     env.pop(name, None)
@@ -331,6 +334,36 @@ class JsonProgram:
                     env[t["name"]] = rr
             elif kind == "as_optional_tensor" and "as_tensor" in v:
                 env[v["as_tensor"]["name"]] = r
+
+
+def alias_args(fn: Any) -> tuple[set[str], set[str]]:
+    """``(written, viewed)``: the argument names ``fn`` writes in place, and those its result is a view of.
+
+    Read from the operator's schema (``Tensor(a!) self`` is written; ``Tensor(a) self -> Tensor(a)`` is
+    viewed); an op without a schema (``getitem``) neither writes nor views.
+    """
+    schema = getattr(fn, "_schema", None)
+    if schema is None:
+        return set(), set()
+    written = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+    returns_alias = any(r.alias_info is not None for r in schema.returns)
+    viewed = {a.name for a in schema.arguments if returns_alias and a.alias_info is not None
+              and not a.alias_info.is_write}
+    return written, viewed
+
+
+def _written_later(nodes: list[JsonNode], ops: dict[str, Any]) -> set[str]:
+    """Names of the values some in-place op overwrites after they were computed, directly or
+    through a chain of views (walked backwards, so a view's source is marked too)."""
+    written: set[str] = set()
+    for node in reversed(nodes):
+        w, v = alias_args(ops[node.target])
+        if not w and not (v and node.name in written):
+            continue
+        for a in node.inputs:
+            if a["name"] in w or (node.name in written and a["name"] in v):
+                written.update(_input_names([a]))
+    return written
 
 
 def _first_output_name(node: dict) -> str:
