@@ -22,6 +22,7 @@ __all__ = [
     "GraphLintError",
     "BackendUnavailableError",
     "PassFailedError",
+    "first_line",
 ]
 
 
@@ -55,3 +56,13 @@ class BackendUnavailableError(EtlensError):
 
 class PassFailedError(EtlensError):
     """A compiler pass raised; the original exception is chained as ``__cause__``."""
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of ``exc``'s message, at most ``limit`` characters (its type name when empty).
+
+    What an etlens message quotes of a third-party exception: torch and ExecuTorch errors often run
+    to pages (a graph dump, a C++ backtrace) after a first line that says what went wrong.
+    """
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__

@@ -6,7 +6,7 @@ import json
 
 from ._common import add_command, write_text
 
-__all__ = ["register", "run", "format_memory"]
+__all__ = ["register", "run"]
 
 
 def register(sub) -> None:
@@ -21,29 +21,6 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def format_memory(report, top: int = 10) -> str:
-    from ..views.memory_timeline import human_bytes
-
-    lines = [f"{report.path}"]
-    for m in report.methods:
-        lines.append(f"\nmethod {m.name}: {len(m.instructions)} instructions, {len(m.tensors)} planned tensors, "
-                     f"non_const_buffer_sizes {list(m.non_const_buffer_sizes)}")
-        for a in m.arenas:
-            op = m.instructions[a.peak_at] if 0 <= a.peak_at < len(m.instructions) else "-"
-            lines.append(f"  arena {a.id}: size {a.size} B ({human_bytes(a.size)}), peak live {a.peak_live} B at "
-                         f"instruction {a.peak_at} ({op}), waste {a.waste} B, {len(a.live_at_peak)} tensors live at "
-                         "the peak")
-            big = sorted((t for t in m.tensors if t.arena == a.id), key=lambda t: -t.size)[:top]
-            for t in big:
-                where = f"  {t.node} ({t.module})" if t.node else ""
-                lines.append(f"    v{t.value:<5} off {t.offset:>9} size {t.size:>9} live {t.first:>4}..{t.last:<4} "
-                             f"{t.dtype}{list(t.shape)} {t.producer}{where}")
-        for o in m.overlaps:
-            lines.append(f"  overlap ({o.kind}): v{o.a} and v{o.b} share {o.bytes} B of arena {o.arena} during "
-                         f"instructions {o.instructions[0]}..{o.instructions[1]}: {o.reason}")
-    return "\n".join(lines)
-
-
 def run(args) -> int:
     from ..analysis.memory import analyze_memory, attach_etrecord
     from ..readers.pte import read
@@ -56,6 +33,8 @@ def run(args) -> int:
     if args.format == "json":
         text = json.dumps(report.to_json(), indent=1)
     else:
+        from ..views.memsize_text import format_memory
+
         text = format_memory(report, args.top)
     write_text(text, args.output)
     if args.html:

@@ -6,7 +6,7 @@ import json
 
 from ._common import add_command, write_text
 
-__all__ = ["register", "run", "format_size"]
+__all__ = ["register", "run"]
 
 
 def register(sub) -> None:
@@ -21,23 +21,6 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def format_size(report, top: int = 20) -> str:
-    from ..views.memory_timeline import human_bytes
-
-    total = report.total_bytes or 1
-    groups: dict[str, int] = {}
-    for p in report.parts:
-        groups[p.group] = groups.get(p.group, 0) + p.bytes
-    lines = [f"{report.path}: {report.total_bytes} bytes ({human_bytes(report.total_bytes)}), "
-             f"{len(report.parts)} parts"]
-    for g, b in sorted(groups.items(), key=lambda kv: -kv[1]):
-        lines.append(f"  {g:<34} {b:>12} B  {100 * b / total:5.1f}%")
-    lines.append(f"largest {min(top, len(report.parts))} parts:")
-    for p in sorted(report.parts, key=lambda p: -p.bytes)[:top]:
-        lines.append(f"  {p.bytes:>12} B  {p.kind:<16} {p.name}")
-    return "\n".join(lines)
-
-
 def run(args) -> int:
     from ..analysis.size import size_of_file
 
@@ -47,6 +30,8 @@ def run(args) -> int:
 
         etrecord = read_etrecord(args.etrecord)
     report = size_of_file(args.pte, etrecord)
+    from ..views.memsize_text import format_size
+
     text = json.dumps(report.to_json(), indent=1) if args.format == "json" else format_size(report, args.top)
     write_text(text, args.output)
     if args.html:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..errors import EtlensError
+from ..errors import EtlensError, first_line
 from .._progress import console
 from ._common import add_command
 
@@ -97,8 +97,7 @@ def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
         try:
             got = run_program(pte, inputs, runs=1, etdump_path=os.path.join(tmp, "run.etdp"))
         except EtlensError as exc:
-            last = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return f"note: running {pte} in the ExecuTorch runtime here failed: {last}"
+            return f"note: running {pte} in the ExecuTorch runtime here failed: {first_line(exc, 1000)}"
     with torch.no_grad():
         ref = model(*inputs)
     ref = [ref] if isinstance(ref, torch.Tensor) else list(ref)

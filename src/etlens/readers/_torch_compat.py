@@ -32,7 +32,6 @@ from typing import Any
 from ._fx import ORIGINAL_ARGS_META, ORIGINAL_TARGET_META, debug_handles_of
 
 __all__ = [
-    "first_line",
     "to_schema",
     "EDGE_PREFIX",
     "rewrite_edge_targets",
@@ -59,12 +58,6 @@ _REPLACEMENTS = {
     "dim_order_ops._empty_dim_order.default": "torch.ops.aten.empty.memory_format",
 }
 _DROP_ARGS = {"torch.ops.aten.clone.default": {"non_blocking"}, "torch.ops.aten.clone.out": {"non_blocking"}}
-
-
-def first_line(exc: BaseException, limit: int = 300) -> str:
-    """The first line of an exception message (or its type name when the message is empty)."""
-    text = str(exc).strip()
-    return (text.splitlines()[0][:limit] if text else type(exc).__name__)
 
 
 def _memory_format_for(dim_order: list[int] | None) -> int | None:

@@ -41,10 +41,9 @@ import os
 from collections import Counter
 from typing import Any, Iterable
 
-from ..errors import EtlensError, FormatError, MissingDataError
+from ..errors import EtlensError, FormatError, MissingDataError, first_line
 from ..model import Graph
 from .base import Artifact
-from ._torch_compat import first_line
 from ._zipsafe import SafeZip
 
 __all__ = ["ETRecord", "read", "IDENTIFIER", "EXPORTED_PROGRAM", "EDGE_PREFIX"]

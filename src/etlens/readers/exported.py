@@ -20,7 +20,7 @@ import contextlib
 import os
 from typing import Any
 
-from ..errors import FormatError, MissingDataError, UnsupportedFormatError
+from ..errors import FormatError, MissingDataError, UnsupportedFormatError, first_line
 from ..model import Graph
 from .base import Artifact
 
@@ -91,8 +91,7 @@ def read(path: str | os.PathLike[str]) -> ExportedArtifact:
     except (KeyboardInterrupt, MemoryError):
         raise
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        raise FormatError(f"{path}: torch.export.load could not read this .pt2 ({first}); write it with "
+        raise FormatError(f"{path}: torch.export.load could not read this .pt2 ({first_line(exc)}); write it with "
                           f"torch.export.save(exported_program, path) using torch {_torch_version()}") from exc
     name = _stem(path)
     # graph meta says "exported_program" (not "pt2") so a .pt2 and its in-memory program give

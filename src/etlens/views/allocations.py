@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from .memory_timeline import human_bytes
+from .text import format_bytes
 
 __all__ = ["format_allocations", "allocations_html"]
 
@@ -23,7 +23,7 @@ def format_allocations(summary: dict[str, Any]) -> str:
                 "ETDumpGen::track_allocator)")
     lines = []
     for r in summary["runs"]:
-        lines.append(f"run {r['run']} ({r['name']}): {r['total_bytes']} B ({human_bytes(r['total_bytes'])}) in "
+        lines.append(f"run {r['run']} ({r['name']}): {r['total_bytes']} B ({format_bytes(r['total_bytes'])}) in "
                      f"{sum(a['count'] for a in r['allocators'])} allocations")
         for a in r["allocators"]:
             lines.append(f"  allocator {a['id']} {a['name']:<24} {a['count']:>6} allocations {a['bytes']:>12} B")
@@ -49,7 +49,7 @@ def _timeline_svg(r: dict[str, Any], width: int = 900, height: int = 160) -> str
                    f"fill='{_COLORS[k % len(_COLORS)]}'>{html.escape(a['name'])}</text>")
     out.append(f"<text x='10' y='{height + 14}' font-size='10' fill='#666'>event 0</text>"
                f"<text x='{width - 10}' y='{height + 14}' font-size='10' fill='#666' text-anchor='end'>"
-               f"event {n - 1} · max {html.escape(human_bytes(top))}</text></svg>")
+               f"event {n - 1} · max {html.escape(format_bytes(top))}</text></svg>")
     return "".join(out)
 
 
@@ -61,7 +61,7 @@ def allocations_html(summary: dict[str, Any]) -> str:
                        f"<td>{a['bytes']}</td></tr>" for a in r["allocators"])
         big = "".join(f"<tr><td>{a['event']}</td><td>{html.escape(a['allocator'])}</td><td>{a['bytes']}</td>"
                       f"<td>{html.escape(a['during'] or '')}</td></tr>" for a in r["largest"])
-        parts.append(f"<h3>run {r['run']} · {html.escape(r['name'])} · {html.escape(human_bytes(r['total_bytes']))}"
+        parts.append(f"<h3>run {r['run']} · {html.escape(r['name'])} · {html.escape(format_bytes(r['total_bytes']))}"
                      f"</h3><table><tr><th>id</th><th>allocator</th><th>allocations</th><th>bytes</th></tr>{rows}"
                      f"</table><h4>Largest allocations</h4><table><tr><th>event</th><th>allocator</th><th>bytes</th>"
                      f"<th>during</th></tr>{big}</table>{_timeline_svg(r)}")

@@ -25,7 +25,9 @@ import os
 import html
 from typing import Any
 
-__all__ = ["memory_svg", "write_memory_html", "MEMORY_CSS", "TOOLTIP_JS", "human_bytes"]
+from .text import format_bytes
+
+__all__ = ["memory_svg", "write_memory_html", "MEMORY_CSS", "TOOLTIP_JS"]
 
 MEMORY_CSS = """
 .etl-mem{font:13px system-ui,sans-serif;color:#1d2433}
@@ -50,14 +52,6 @@ if(y+tip.offsetHeight>innerHeight)y=e.clientY-tip.offsetHeight-8;tip.style.left=
 """
 
 
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
 def _color(key: str) -> str:
     h = int(hashlib.md5(key.encode()).hexdigest()[:6], 16)
     return f"hsl({h % 360},{55 + h % 25}%,{58 + (h >> 8) % 14}%)"
@@ -65,7 +59,7 @@ def _color(key: str) -> str:
 
 def _tip(t: Any, labels: list[str]) -> str:
     lines = [f"value {t.value}  {t.dtype}{list(t.shape)}", f"arena {t.arena}  offset {t.offset}  "
-             f"size {t.size} ({human_bytes(t.size)})", f"live instructions {t.first}..{t.last}"]
+             f"size {t.size} ({format_bytes(t.size)})", f"live instructions {t.first}..{t.last}"]
     if t.producer:
         lines.append(f"op: {t.producer}")
     if t.first >= 0 and t.first < len(labels) and labels[t.first] != t.producer:
@@ -101,7 +95,7 @@ def _arena_svg(m: Any, arena: Any, width: int = 960) -> str:
         px = x(arena.peak_at + 0.5)
         py = y0 - curve_h * arena.peak_live / top
         parts.append(f"<circle cx='{px:.1f}' cy='{py:.1f}' r='4' fill='#d9480f' data-tip='peak "
-                     f"{arena.peak_live} B ({human_bytes(arena.peak_live)}) at instruction {arena.peak_at}: "
+                     f"{arena.peak_live} B ({format_bytes(arena.peak_live)}) at instruction {arena.peak_at}: "
                      f"{html.escape(m.instructions[arena.peak_at] if arena.peak_at < len(m.instructions) else '')}'/>")
         parts.append(f"<line x1='{px:.1f}' x2='{px:.1f}' y1='10' y2='{y0 + 20 + map_h}' stroke='#d9480f' "
                      f"stroke-width='1' stroke-dasharray='2 2'/>")
@@ -117,7 +111,7 @@ def _arena_svg(m: Any, arena: Any, width: int = 960) -> str:
                      f"width='{max(x(t.last + 1) - x(t.first), 1.5):.1f}' height='{h:.1f}' "
                      f"fill='{_color(t.producer or str(t.value))}' data-value='{t.value}' data-tip='{tip}'/>")
     parts.append(f"<text x='4' y='{my + 10}' font-size='10' fill='#666'>0</text>")
-    parts.append(f"<text x='4' y='{my + map_h}' font-size='10' fill='#666'>{human_bytes(top)}</text>")
+    parts.append(f"<text x='4' y='{my + map_h}' font-size='10' fill='#666'>{format_bytes(top)}</text>")
     parts.append(f"<text x='{left}' y='{my + map_h + 14}' font-size='10' fill='#666'>instruction 0</text>")
     parts.append(f"<text x='{left + plot_w}' y='{my + map_h + 14}' font-size='10' fill='#666' "
                  f"text-anchor='end'>{n - 1}</text>")
@@ -134,7 +128,7 @@ def memory_svg(report: Any, width: int = 960) -> str:
             conflicts = [o for o in m.overlaps if o.arena == a.id and o.kind == "conflict"]
             aliases = [o for o in m.overlaps if o.arena == a.id and o.kind == "alias"]
             out.append(f"<h3>{html.escape(m.name)} · arena {a.id}</h3>")
-            facts = (f"size {a.size} B ({human_bytes(a.size)}) · peak live {a.peak_live} B at instruction "
+            facts = (f"size {a.size} B ({format_bytes(a.size)}) · peak live {a.peak_live} B at instruction "
                      f"{a.peak_at} · waste {a.waste} B · {sum(1 for t in m.tensors if t.arena == a.id)} tensors, "
                      f"{len(a.live_at_peak)} live at the peak")
             if aliases:

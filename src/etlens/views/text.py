@@ -11,14 +11,14 @@ from typing import Any
 __all__ = ["format_summary", "format_bytes"]
 
 
-def format_bytes(n: int | None) -> str:
-    """``1536`` -> ``'1.5 KiB'``; ``None`` -> ``'?'``."""
+def format_bytes(n: float | None) -> str:
+    """``1536`` -> ``'1.5 KiB'``; ``-2048`` -> ``'-2.0 KiB'``; ``None`` -> ``'?'`` (binary units, B to GiB)."""
     if n is None:
         return "?"
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        if abs(size) < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"
 

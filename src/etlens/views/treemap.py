@@ -17,7 +17,8 @@ import html
 import os
 from typing import Any
 
-from .memory_timeline import TOOLTIP_JS, human_bytes
+from .memory_timeline import TOOLTIP_JS
+from .text import format_bytes
 
 __all__ = ["squarify", "treemap_svg", "write_treemap_html", "TREEMAP_CSS"]
 
@@ -103,11 +104,11 @@ def treemap_svg(report: Any, width: int = 960, height: int = 520) -> str:
                    f"stroke='#1d2433' stroke-width='1'/>")
         if pad:
             svg.append(f"<text x='{gx + 4:.1f}' y='{gy + 11:.1f}' font-size='11' font-weight='600'>"
-                       f"{html.escape(gname)} · {html.escape(human_bytes(gbytes))}</text>")
+                       f"{html.escape(gname)} · {html.escape(format_bytes(gbytes))}</text>")
         for p, (x, y, w, h) in zip(ps, inner, strict=True):
             if w <= 0 or h <= 0:
                 continue
-            tip = html.escape(f"{p.name}\n{p.kind} · {p.bytes} B ({human_bytes(p.bytes)}, "
+            tip = html.escape(f"{p.name}\n{p.kind} · {p.bytes} B ({format_bytes(p.bytes)}, "
                               f"{100 * p.bytes / total:.2f}% of the file)\ngroup: {p.group}", quote=True)
             svg.append(f"<rect class='leaf' x='{x:.1f}' y='{y:.1f}' width='{w:.1f}' height='{h:.1f}' "
                        f"fill='{_KIND_COLORS.get(p.kind, '#bbb')}' data-tip='{tip}'/>")

@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from ...errors import MissingDataError
+from ...errors import MissingDataError, first_line
 from ..record import EDGE_PROGRAM, EXPORTED_PROGRAM, ETRecordLike, Record, as_record
 
 __all__ = ["ReferenceProgram", "RefNode", "Capture", "resolve_reference", "propagate_back_handles",
@@ -434,7 +434,7 @@ def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bo
             # an op the JSON runner calls differently from torch's interpreter: let the caller retry
             # with the deserialized program (torch's own deserializer), which runs every op exactly
             raise Unsupported(f"the JSON runner failed ({type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0][:300] if str(exc) else ''})") from exc
+                              f"{first_line(exc)})") from exc
     cap.runner = RUNNER_JSON
     return cap
 
@@ -534,6 +534,6 @@ def _capture_fx(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bool
         except Exception as exc:
             raise MissingDataError(
                 f"running the reference program {ref.name!r} on the representative inputs failed "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}); check that the "
+                f"({type(exc).__name__}: {first_line(exc)}); check that the "
                 f"recorded inputs match the model ({_HINT_INPUTS})") from exc
     return cap
