@@ -391,11 +391,12 @@ def _child_lower(job: dict[str, Any]) -> None:
     import torch
     from executorch.exir import to_edge_transform_and_lower
 
+    from ..readers.exported import load_exported_program
     from .backends import get_backend
 
     cfg = get_backend(job["backend"])
     cfg.check_available()
-    ep = torch.export.load(job["ep"])
+    ep = load_exported_program(job["ep"])  # registers the pytree types of its inputs/outputs first
     # ExecuTorch's default edge compile config, as the fixtures and reports have always been built
     edge = to_edge_transform_and_lower(ep, partitioner=cfg.partitioners(), generate_etrecord=True)
     et = edge.to_executorch()

@@ -17,14 +17,17 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 from typing import Any
 
-from ..errors import FormatError, MissingDataError, UnsupportedFormatError, first_line
+from ..errors import EtlensError, FormatError, MissingDataError, UnsupportedFormatError, first_line
 from ..model import Graph
 from .base import Artifact
 
-__all__ = ["ExportedArtifact", "read", "read_object", "graph_from_exported_program", "graph_from_graph_module"]
+__all__ = ["ExportedArtifact", "read", "read_object", "graph_from_exported_program", "graph_from_graph_module",
+           "load_exported_program", "spec_type_names"]
 
 
 class ExportedArtifact(Artifact):
@@ -81,14 +84,11 @@ def read(path: str | os.PathLike[str]) -> ExportedArtifact:
     with SafeZip(path, what=".pt2 archive", hint="write it with torch.export.save(exported_program, path)") as z:
         z.check_sizes()
     try:
-        import torch
-
         from ._torch_compat import ensure_quant_ops
 
         ensure_quant_ops()
-        with _weights_only_torch_load(torch):
-            ep = torch.export.load(path)
-    except (KeyboardInterrupt, MemoryError):
+        ep = load_exported_program(path)
+    except (KeyboardInterrupt, MemoryError, EtlensError):
         raise
     except Exception as exc:
         raise FormatError(f"{path}: torch.export.load could not read this .pt2 ({first_line(exc)}); write it with "
@@ -98,6 +98,119 @@ def read(path: str | os.PathLike[str]) -> ExportedArtifact:
     # identical Graph JSON; the artifact's own format is "pt2"
     graph = graph_from_exported_program(ep, name)
     return ExportedArtifact("pt2", path, {name: ep}, {name: graph})
+
+
+#: how long a JSON document of an archive may be for :func:`spec_type_names` to read it
+_SPEC_JSON_LIMIT = 256 << 20
+_TYPE_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def spec_type_names(path: str | os.PathLike[str]) -> list[str]:
+    """The Python types a saved program's inputs and outputs are made of, as torch's pytree names them.
+
+    ``torch.export.save`` records the structure of a program's arguments and results (its
+    ``in_spec``/``out_spec``) with the serialized name of every container type, for example
+    ``transformers.modeling_outputs.BaseModelOutputWithPoolingAndCrossAttentions`` for a Hugging Face
+    model that returns its ``ModelOutput``. Loading needs each such type registered with torch's pytree,
+    which happens when its module is imported.
+    """
+    from ._zipsafe import SafeZip
+
+    names: list[str] = []
+    with SafeZip(path, what=".pt2 archive") as z:
+        for entry in z.names():
+            if "/models/" not in entry or not entry.endswith(".json"):
+                continue
+            try:
+                doc = json.loads(z.read(entry, _SPEC_JSON_LIMIT))
+            except ValueError:
+                continue
+            calls = ((doc.get("graph_module") or {}).get("module_call_graph") or []) if isinstance(doc, dict) else []
+            for call in calls:
+                sig = (call or {}).get("signature") or {}
+                for key in ("in_spec", "out_spec"):
+                    _spec_types(sig.get(key), names)
+    return list(dict.fromkeys(names))
+
+
+def _spec_types(raw: Any, out: list[str]) -> None:
+    try:
+        spec = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return
+    stack = [spec[1] if isinstance(spec, list) and len(spec) == 2 else spec]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        t = node.get("type")
+        if isinstance(t, str) and _TYPE_NAME_RE.fullmatch(t):
+            out.append(t)
+        stack.extend(node.get("children_spec") or [])
+
+
+def _known_types() -> Any:
+    """Serialized type names torch's pytree can rebuild in this process (grows as modules register)."""
+    from torch.utils import _pytree as pytree
+
+    return getattr(pytree, "SERIALIZED_TYPE_TO_PYTHON_TYPE", {})
+
+
+def _import_spec_types(names: list[str]) -> list[tuple[str, str]]:
+    """Import the module of every type torch's pytree does not know yet; ``[(type, why it failed)]``."""
+    import importlib
+    import importlib.util
+
+    failed = []
+    for name in names:
+        module, why = name.rsplit(".", 1)[0], "not installed"
+        while module:
+            try:
+                # only modules installed here are imported (a file cannot make us load code from elsewhere)
+                if importlib.util.find_spec(module.split(".")[0]) is not None:
+                    importlib.import_module(module)
+                    why = ""
+                    break
+            except Exception as exc:  # noqa: BLE001 - any import failure is reported with the type
+                why = f"{type(exc).__name__}: {first_line(exc, 160)}"
+            module = module.rpartition(".")[0]
+        if name not in _known_types():
+            failed.append((name, why or "importing its module did not register it"))
+    return failed
+
+
+def load_exported_program(path: str | os.PathLike[str]) -> Any:
+    """``torch.export.load(path)`` (tensors with ``weights_only=True``), in any process.
+
+    A program whose inputs or outputs are containers of another library (a Hugging Face model's
+    ``ModelOutput``) loads only where that library's types are registered with torch's pytree; a fresh
+    process (etlens' lowering child, ``etlens info``) has not imported it. When the first load fails,
+    the types are read from the archive (:func:`spec_type_names`), their modules imported, and the load
+    retried once.
+
+    Raises:
+        FormatError: a type of the program's inputs/outputs cannot be imported here (names it).
+        Exception: torch's own error when the archive fails for another reason.
+    """
+    import torch
+
+    path = os.fspath(path)
+    try:
+        with _weights_only_torch_load(torch):
+            return torch.export.load(path)
+    except Exception:
+        names = [n for n in spec_type_names(path) if n not in _known_types()]
+        if not names:  # not a missing type: torch's own error stands
+            raise
+        failed = _import_spec_types(names)
+        if failed:
+            t, why = failed[0]
+            raise FormatError(
+                f"{path}: the program's inputs/outputs are made of {t}, which torch can only load once its module "
+                f"is imported, and importing it failed ({why}); install {t.split('.')[0]} here, or export a model "
+                "whose forward returns tensors, tuples or dicts") from None
+    with _weights_only_torch_load(torch):
+        return torch.export.load(path)
 
 
 @contextlib.contextmanager
