@@ -34,7 +34,8 @@ import numpy as np
 from ..errors import EtlensError, MissingDataError
 from .columns import COLUMNS, META_COLUMNS, arrow_schema
 
-__all__ = ["CollectResult", "collect", "find_etdumps", "dump_rows", "model_id", "ETDUMP_SUFFIXES"]
+__all__ = ["CollectResult", "collect", "find_etdumps", "dump_rows", "reference_rows", "model_id",
+           "ETDUMP_SUFFIXES"]
 
 #: file names a directory walk picks up (files given one by one are read whatever their name)
 ETDUMP_SUFFIXES = (".etdp", ".etdump")
@@ -127,13 +128,33 @@ def _dict_column(values: list, indices: np.ndarray):
 
 
 def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,
-              extra_meta: list[str] | None = None, data: bytes | None = None):
+              extra_meta: list[str] | None = None, data: bytes | None = None, *, fast: bool = True):
     """The rows of one ETDump as a :class:`pyarrow.Table` (schema :func:`~.columns.arrow_schema`).
 
     ``record``: a parsed ETRecord (or None); ``data``: the file's bytes when already read (``path``
     then only names it, as Spark's ``binaryFiles`` gives them). Only events with timings are rows (debug-only events
     carry no duration). Raises :class:`~etlens.errors.EtlensError` for an unreadable dump.
+
+    ``fast`` (default): the fleet fast path (:mod:`.fastpath`: profile columns straight from the
+    FlatBuffer, structure and attribution cached per program); dumps it does not handle (debug
+    events) and files it cannot read go through :func:`reference_rows`, the Inspector-based
+    reference, which gives the same rows.
     """
+    if fast:
+        from .fastpath import fast_rows
+
+        try:
+            table = fast_rows(path, record, meta, extra_meta, data)
+        except (EtlensError, ValueError, IndexError, KeyError, OverflowError):
+            table = None        # a corrupt file: the reference path names what is wrong
+        if table is not None:
+            return table
+    return reference_rows(path, record, meta, extra_meta, data)
+
+
+def reference_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,
+                   extra_meta: list[str] | None = None, data: bytes | None = None):
+    """:func:`dump_rows` through a full :class:`~etlens.analysis.inspector.Inspector` per file (the reference)."""
     import pyarrow as pa
 
     from ..analysis.inspector import Inspector
