@@ -105,10 +105,10 @@ class _Block:
 
 @dataclass
 class _Static:
-    """The columns of a file that do not depend on its timestamps (cached per structure and record)."""
+    """The columns of a file that do not depend on its timestamps, as Arrow arrays (cached per
+    structure and record: immutable, shared by every table built from them)."""
 
-    strings: dict[str, tuple[np.ndarray, np.ndarray | None, Any]]   # column -> (indices, null mask, dictionary)
-    numbers: dict[str, np.ndarray]
+    arrays: dict[str, Any]
     rows: int
 
 
@@ -131,18 +131,14 @@ def _bounded_put(cache: dict, key: tuple, value: Any) -> None:
 def _structure(cols: Any) -> tuple[tuple, list[_Block]]:
     """The blocks of a dump (cached by its run patterns): the Inspector's grouping on one run per pattern."""
     from ..analysis.inspector.build import build_blocks
-    from ..readers.etdump import ETDump
 
     pattern, templates, sigs = cols.patterns()
     key = (tuple(sigs), pattern.tobytes())
     hit = _STRUCTURES.get(key)
     if hit is not None:
         return key, hit
-    table: dict[bytes, int] = {}
-    strings: list[str] = []
-    mini = ETDump(cols.version, [cols.run_events(t, table, strings) for t in templates], strings, cols.path, cols.fb)
     blocks = []
-    for b in build_blocks(mini, _SCALE):
+    for b in build_blocks(cols.mini_dump(templates), _SCALE):
         members = np.flatnonzero(np.isin(pattern, b.runs))       # real runs of the block's patterns, ascending
         col_of = {p: j for j, p in enumerate(b.runs)}
         cols_of_runs = np.array([col_of[int(p)] for p in pattern[members]], np.int64)
@@ -206,11 +202,15 @@ def _static(blocks: list[_Block], attrs_of: list[list[tuple]] | None) -> _Static
         nums["inside_delegate"].append(np.asarray(b.is_delegated, bool)[ev])
         nums["occurrence"].append(occ[ev])
         rows += len(ev)
-    strings = {c: _dictionary(values[c], np.concatenate(ids[c]) if ids[c] else np.zeros(0, np.int64))
-               for c in _STATIC_STRINGS}
-    numbers = {c: (np.concatenate(v) if v else np.zeros(0, bool if c == "inside_delegate" else np.int32))
-               for c, v in nums.items()}
-    return _Static(strings, numbers, rows)
+    import pyarrow as pa
+
+    arrays: dict[str, Any] = {}
+    for c in _STATIC_STRINGS:
+        idx, mask, dictionary = _dictionary(values[c], np.concatenate(ids[c]) if ids[c] else np.zeros(0, np.int64))
+        arrays[c] = pa.DictionaryArray.from_arrays(pa.array(idx, pa.int32(), mask=mask), dictionary)
+    for c, v in nums.items():
+        arrays[c] = pa.array(np.concatenate(v) if v else np.zeros(0, bool if c == "inside_delegate" else np.int32))
+    return _Static(arrays, rows)
 
 
 def _attributions(blocks: list[_Block], record: Any, path: str, data: bytes | None) -> list[list[tuple]] | None:
@@ -231,7 +231,8 @@ def _attributions(blocks: list[_Block], record: Any, path: str, data: bytes | No
     return [cache[k] for k in keys]
 
 
-_NULLS: dict[int, Any] = {}
+#: rows -> (Arrow int32 zeros, the same all null): the indices of constant columns
+_ZEROS: dict[int, tuple[Any, Any]] = {}
 
 
 def fast_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,
@@ -240,13 +241,15 @@ def fast_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
     dump needs the reference path (debug events; an attribution that does not match its blocks)."""
     import pyarrow as pa
 
-    from ..readers.etdump_columns import read_profile_columns
+    from ..readers.etdump import read_etdump
+    from ..readers.etdump_columns import DumpColumns, read_profile_columns
 
     meta = meta or {}
     schema = arrow_schema(extra_meta or [])
-    cols = read_profile_columns(data if data is not None else path, path=path)
-    if cols is None:
-        return None
+    source = data if data is not None else path
+    cols: Any = read_profile_columns(source, path=path)
+    if cols is None:        # debug events: the general reader, then the same run patterns
+        cols = DumpColumns.of(read_etdump(source, path=path))
     skey, blocks = _structure(cols)
     attrs_of = None
     if record is not None:
@@ -271,24 +274,17 @@ def fast_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
         starts.append(s.astype(np.int64))
         durs.append(durations_ms(s, e, deleg, path))
 
-    def dict_array(idx: np.ndarray, mask: np.ndarray | None, dictionary: Any):
-        return pa.DictionaryArray.from_arrays(pa.array(idx, pa.int32(), mask=mask), dictionary)
-
-    zeros = np.zeros(m, np.int32)
+    zeros = _ZEROS.get(m)
+    if zeros is None:
+        _ZEROS.clear()
+        zeros = _ZEROS[m] = (pa.array(np.zeros(m, np.int32)), pa.array(np.zeros(m, np.int32), mask=np.ones(m, bool)))
 
     def const(v: str | None):
         if v is None:
-            nulls = _NULLS.get(m)
-            if nulls is None:
-                nulls = _NULLS[m] = dict_array(zeros, np.ones(m, bool), pa.array([""], pa.string()))
-            return nulls
-        return dict_array(zeros, None, pa.array([v], pa.string()))
+            return pa.DictionaryArray.from_arrays(zeros[1], pa.array([""], pa.string()))
+        return pa.DictionaryArray.from_arrays(zeros[0], pa.array([v], pa.string()))
 
-    columns: dict[str, Any] = {"file": const(path)}
-    for c, (idx, mask, dictionary) in static.strings.items():
-        columns[c] = dict_array(idx, mask, dictionary)
-    for c, arr in static.numbers.items():
-        columns[c] = pa.array(arr)
+    columns: dict[str, Any] = {"file": const(path), **static.arrays}
     columns["start"] = pa.array(np.concatenate(starts))
     columns["duration_ms"] = pa.array(np.concatenate(durs))
     for c in schema.names[len(COLUMNS):]:

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..errors import EtlensError, MissingDataError
-from .columns import COLUMNS, META_COLUMNS, arrow_schema
+from .columns import COLUMNS, META_COLUMNS, ROW_GROUP, arrow_schema, writer_options
 
 __all__ = ["CollectResult", "collect", "find_etdumps", "dump_rows", "reference_rows", "model_id",
            "ETDUMP_SUFFIXES"]
@@ -283,8 +283,8 @@ def _ingest_batch(paths: list[str], part: str, record_path: str | None, meta: di
             if table.num_rows == 0:
                 continue
             if writer is None:
-                writer = pq.ParquetWriter(tmp, table.schema, compression=compression)
-            writer.write_table(table, row_group_size=1 << 20)
+                writer = pq.ParquetWriter(tmp, table.schema, **writer_options(table.schema, compression))
+            writer.write_table(table, row_group_size=ROW_GROUP)
             rows += table.num_rows
     finally:
         if writer is not None:
@@ -357,16 +357,31 @@ def collect(inputs: Iterable[str], dataset: str, *, meta: dict[str, str] | None 
             for a in args:
                 done(a[0], a[1], _ingest_batch(*a))
         else:
-            _parallel(args, jobs, done)
+            _parallel(args, jobs, done, warm=(paths[0], etrecord, meta, extra))
     res.seconds = time.perf_counter() - t0
     return res
 
 
-def _parallel(args: list[tuple], jobs: int, done: Callable) -> None:
+def _warm(path: str, record_path: str | None, meta: dict[str, str | None], extra_meta: list[str]) -> None:
+    """Read one dump in this process before forking the workers: the imports, the program's block
+    structure and its ETRecord attribution (a full Inspector, the costly part) are then computed
+    once and inherited by every worker instead of once per worker. Errors are left to the worker."""
+    import pyarrow.parquet  # noqa: F401 - imported once, inherited
+
+    try:
+        dump_rows(path, _record(record_path), meta, extra_meta)
+    except Exception:  # noqa: BLE001 - the worker reading this file reports it
+        pass
+
+
+def _parallel(args: list[tuple], jobs: int, done: Callable, warm: tuple | None = None) -> None:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
+    fork = "fork" in mp.get_all_start_methods()
+    ctx = mp.get_context("fork") if fork else mp.get_context("spawn")
+    if fork and warm is not None:
+        _warm(*warm)
     with ProcessPoolExecutor(max_workers=min(jobs, len(args)), mp_context=ctx) as pool:
         futs = {pool.submit(_ingest_batch, *a): a for a in args}
         for fut in as_completed(futs):

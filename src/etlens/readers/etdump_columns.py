@@ -41,9 +41,9 @@ import numpy as np
 from ..schema import etdump_fbs as efb
 from ..schema.fbs import Field
 from ._etdump_fb import FB, Arr
-from .etdump import PROFILE, RunEvents, open_etdump
+from .etdump import PROFILE, ETDump, RunEvents, open_etdump
 
-__all__ = ["ProfileColumns", "read_profile_columns", "string_words", "string_masks"]
+__all__ = ["ProfileColumns", "DumpColumns", "read_profile_columns", "string_words", "string_masks"]
 
 #: more distinct vtables than this among one kind of table: classify them with a sort instead of compares
 _FEW_VTABLES = 16
@@ -320,6 +320,12 @@ class ProfileColumns:
             out.append((words.reshape(m, -1), lens[rows].reshape(m, c)))
         return out
 
+    def mini_dump(self, runs: list[int]) -> ETDump:
+        """An :class:`~etlens.readers.etdump.ETDump` of just ``runs`` (e.g. the templates), names interned."""
+        table: dict[bytes, int] = {}
+        strings: list[str] = []
+        return ETDump(self.version, [self.run_events(r, table, strings) for r in runs], strings, self.path, self.fb)
+
     def run_events(self, r: int, table: dict[bytes, int], strings: list[str]) -> RunEvents:
         """Run ``r``'s profile events as a :class:`RunEvents` (names interned into ``table``/``strings``)."""
         sl = slice(int(self.bounds[r]), int(self.bounds[r + 1]))
@@ -339,6 +345,70 @@ class ProfileColumns:
             value_pos=np.zeros(n, np.int64), value_type=np.full(n, -1, np.int8), is_output=np.zeros(n, bool),
             tensor_pos=np.zeros(n, np.int64), scalar_type=np.full(n, -1, np.int8),
             tensor_offset=np.zeros(n, np.int64), sizes_pos=np.zeros(n, np.int64), ndim=np.zeros(n, np.int32))
+
+
+@dataclass(eq=False)
+class DumpColumns:
+    """A fully read ETDump (debug events and all) behind :class:`ProfileColumns`' interface.
+
+    For dumps :func:`read_profile_columns` does not take: the general reader decodes them, and
+    runs still share patterns — compared on the Inspector's grouping inputs (event kinds, interned
+    names, instruction ids, chain indices, delegate ids, run-output flags), the timestamps gathered
+    from ``start_time``/``end_time`` (all runs' events concatenated, ``bounds`` as in
+    :class:`ProfileColumns`).
+    """
+
+    dump: ETDump
+    bounds: Arr
+    start_time: Arr
+    end_time: Arr
+
+    @classmethod
+    def of(cls, dump: ETDump) -> "DumpColumns":
+        lens = [len(r) for r in dump.runs]
+        bounds = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        empty = np.zeros(0, np.uint64)
+        return cls(dump, bounds, np.concatenate([r.start_time for r in dump.runs] or [empty]),
+                   np.concatenate([r.end_time for r in dump.runs] or [empty]))
+
+    @property
+    def path(self) -> str:
+        return self.dump.path
+
+    @property
+    def version(self) -> int:
+        return self.dump.version
+
+    @property
+    def events(self) -> int:
+        return len(self.start_time)
+
+    def patterns(self) -> tuple[Arr, list[int], list[bytes]]:
+        """As :meth:`ProfileColumns.patterns`; runs without events have pattern -1 (the Inspector skips them)."""
+        pattern = np.full(len(self.dump.runs), -1, np.int64)
+        strings = "\0".join(self.dump.strings).encode("utf-8", "surrogatepass")
+        seen: dict[bytes, int] = {}
+        templates: list[int] = []
+        sigs: list[bytes] = []
+        for r, run in enumerate(self.dump.runs):
+            if not len(run):
+                continue
+            key = repr((run.name, run.bundled_input_index, len(run))).encode() + b"".join(
+                np.ascontiguousarray(c).tobytes() for c in (
+                    run.kind, run.name_id, run.instruction_id, run.chain_index, run.chain_unsigned,
+                    run.delegate_id_int, run.delegate_id_str, run.is_output))
+            p = seen.get(key)
+            if p is None:
+                p = seen[key] = len(templates)
+                templates.append(r)
+                sigs.append(strings + b"\1" + key)
+            pattern[r] = p
+        return pattern, templates, sigs
+
+    def mini_dump(self, runs: list[int]) -> ETDump:
+        """An :class:`~etlens.readers.etdump.ETDump` of just ``runs`` (the same strings)."""
+        d = self.dump
+        return ETDump(d.version, [d.runs[r] for r in runs], d.strings, d.path, d._fb)
 
 
 def read_profile_columns(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
