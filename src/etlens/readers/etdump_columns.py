@@ -48,6 +48,9 @@ __all__ = ["ProfileColumns", "DumpColumns", "read_profile_columns", "string_word
 #: more distinct vtables than this among one kind of table: classify them with a sort instead of compares
 _FEW_VTABLES = 16
 
+#: longest string compared as a row of words; longer ones (not names a runtime writes) are interned instead
+_MAX_WORDS_BYTES = 1024
+
 #: byte masks of the first 0..4 bytes of a little-endian u32 word
 _MASKS = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], dtype=np.uint32)
 
@@ -264,12 +267,13 @@ class ProfileColumns:
         """
         nruns = len(self.run_names)
         pattern = np.full(nruns, -1, np.int64)
-        by_count: dict[int, list[int]] = {}
+        # runs can share a pattern only with the same event count, name and bundled input
+        groups: dict[tuple[int, str, int], list[int]] = {}
         for r, c in enumerate(np.diff(self.bounds).tolist()):
             if c:
-                by_count.setdefault(c, []).append(r)
+                groups.setdefault((c, self.run_names[r], self.bundled[r]), []).append(r)
         assign: dict[int, tuple[int, bytes]] = {}
-        for c, runs in by_count.items():
+        for (c, _, _), runs in groups.items():
             parts = self._key_parts(np.asarray(runs, np.int64), c)
             rest = np.arange(len(runs))
             while rest.size:
@@ -316,8 +320,13 @@ class ProfileColumns:
         if (self.dstr_len[rows] > 0).any():
             strings.append((self.dstr_start, self.dstr_len))
         for start, lens in strings:
-            words = string_words(self.fb, start[rows], lens[rows], masked=False)
-            out.append((words.reshape(m, -1), lens[rows].reshape(m, c)))
+            ln = lens[rows]
+            if ln.size and int(ln.max()) > _MAX_WORDS_BYTES:   # very long strings: compare interned ids
+                ids = self.fb.intern(start[rows], ln, {}, [])
+                out.append((ids.reshape(m, c), None))
+                continue
+            words = string_words(self.fb, start[rows], ln, masked=False)
+            out.append((words.reshape(m, -1), ln.reshape(m, c)))
         return out
 
     def mini_dump(self, runs: list[int]) -> ETDump:
