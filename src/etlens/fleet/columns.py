@@ -68,7 +68,11 @@ def arrow_schema(extra_meta: list[str] | tuple[str, ...] = ()):
 ROW_GROUP = 1 << 20
 
 #: per-value columns whose consecutive values are close (run, event position, ticks): delta-encoded
-_DELTA = ("run", "event_index", "instruction_id", "start", "occurrence")
+_DELTA = ("run", "event_index", "instruction_id", "start")
+
+#: numbers with few distinct values per file: durations are whole ticks scaled, and repeat (pyarrow falls
+#: back to plain encoding by itself when a file has too many distinct values)
+_DICT_NUMBERS = ("duration_ms",)
 
 #: string columns with per-file constant values: their min/max statistics let engines skip row groups
 #: (``WHERE build = 'n'``); the other string columns skip statistics (costly to compute for dictionary
@@ -79,18 +83,18 @@ _STATS_STRINGS = ("file", "block")
 def writer_options(schema, compression: str = "zstd") -> dict:
     """Keyword arguments of :class:`pyarrow.parquet.ParquetWriter` for a part file with ``schema``.
 
-    Strings are written as dictionaries (their few distinct values once per row group), integer
-    columns with DELTA_BINARY_PACKED (the ticks of consecutive events differ little), floats plain;
-    statistics for numbers, ``file``, ``block`` and the metadata columns. Measured on 300k-event
-    dumps (benchmarks/bench_fleet.py): the write costs about half of what pyarrow's defaults cost
-    and the files are a third smaller; the values read back are the same.
+    Strings and durations are written as dictionaries (their few distinct values once per row
+    group), run / event / instruction ids and start ticks with DELTA_BINARY_PACKED (consecutive
+    values differ little); statistics for numbers, ``file``, ``block`` and the metadata columns.
+    Measured on 300k-event dumps (benchmarks/bench_fleet.py): the write costs about half of what
+    pyarrow's defaults cost and the files are a third smaller; the values read back are the same.
     """
     names = list(schema.names)
     strings = [n for n in names if n not in {c for c, t in COLUMNS if t != STRING}]
     event_strings = {c for c, t in COLUMNS if t == STRING} - set(_STATS_STRINGS)
     return {
         "compression": compression,
-        "use_dictionary": strings,
+        "use_dictionary": strings + [c for c in _DICT_NUMBERS if c in names],
         "column_encoding": {c: "DELTA_BINARY_PACKED" for c in _DELTA if c in names},
         "write_statistics": [n for n in names if n not in event_strings],
     }
