@@ -192,11 +192,12 @@ def main() -> None:
                      f"{wall:.2f} s = {res.events / wall / 1e6:.2f}M ev/s",
                      f"{cpu:.2f} CPU-s = {res.events / cpu / 1e6:.2f}M ev/CPU-s{ratio}"))
     size = du(ds)
-    rows.append(("dataset size", f"{size / 1e6:.1f} MB", f"{size / (res.events / 1e6) / 1e6:.2f} MB per million events"))
+    rows.append(("dataset size", f"{size / 1e6:.1f} MB",
+                 f"{size / (res.events / 1e6) / 1e6:.2f} MB per million events"))
     con = duckdb_connection(ds)
     for label, sql in (("DuckDB per-op p50 (events)", P50_SQL), ("DuckDB SELECT … FROM ops (p10/p50/p90)", OPS_SQL)):
         con.execute(sql).fetchall()
-        wall, cpu = min(_timed(lambda: con.execute(sql).fetchall()) for _ in range(5))
+        wall, cpu = min(_timed(lambda sql=sql: con.execute(sql).fetchall()) for _ in range(5))
         rows.append((f"{label} over {res.events / 1e6:.1f}M events", f"{wall:.3f} s (best of 5)",
                      f"{cpu:.2f} CPU-s (all threads)"))
     if args.spark:

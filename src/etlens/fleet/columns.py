@@ -97,4 +97,5 @@ def writer_options(schema, compression: str = "zstd") -> dict:
         "use_dictionary": strings + [c for c in _DICT_NUMBERS if c in names],
         "column_encoding": {c: "DELTA_BINARY_PACKED" for c in _DELTA if c in names},
         "write_statistics": [n for n in names if n not in event_strings],
+        "write_batch_size": 1 << 16,     # values encoded per batch (pyarrow's 1024 costs ~8 % more time)
     }

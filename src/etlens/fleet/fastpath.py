@@ -20,8 +20,9 @@ file. So here:
 
 Durations follow the Inspector's rules exactly (nanoseconds → milliseconds; 32-bit wrap-around;
 delegate events converted to milliseconds before subtracting). A dump with debug events
-(intermediate outputs) returns None: the caller uses the reference path. The test
-``tests/fleet/test_fastpath.py`` compares both paths' tables row by row.
+(intermediate outputs) is read by the general reader (:class:`~etlens.readers.etdump_columns.DumpColumns`)
+and then takes the same pattern shortcut. The test ``tests/fleet/test_fastpath.py`` compares
+this path's tables with the reference's row by row.
 
 Example::
 
@@ -238,7 +239,7 @@ _ZEROS: dict[int, tuple[Any, Any]] = {}
 def fast_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,
               extra_meta: list[str] | None = None, data: bytes | None = None):
     """The dataset rows of one ETDump (:func:`etlens.fleet.ingest.dump_rows`' table), or None when the
-    dump needs the reference path (debug events; an attribution that does not match its blocks)."""
+    dump needs the reference path (an ETRecord attribution that does not match its blocks)."""
     import pyarrow as pa
 
     from ..readers.etdump import read_etdump
