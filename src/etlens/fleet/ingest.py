@@ -1,11 +1,13 @@
 """``etlens collect``: ETDumps → rows of the fleet dataset (Parquet), streaming, in parallel.
 
 Each ETDump is parsed by etlens' own reader and grouped into event blocks exactly as the
-Inspector does (:func:`etlens.analysis.inspector.build.build_blocks` through
-:class:`~etlens.analysis.inspector.Inspector`); with an ETRecord every event is attributed to its
-debug handles, operators, graph nodes and innermost module path. Attribution is computed once per
-event of a block and broadcast over the block's runs with numpy, so the cost per row is a few
-array copies.
+Inspector does; with an ETRecord every event is attributed to its debug handles, operators, graph
+nodes and innermost module path. :func:`dump_rows` takes the fast path (:mod:`.fastpath`: only
+the profile columns read, the Inspector's grouping run once per pattern of identical runs, a
+program's static columns cached); :func:`reference_rows` builds a full
+:class:`~etlens.analysis.inspector.Inspector` per file and is the reference the tests compare
+with. Attribution is computed once per program and broadcast over the runs with numpy; with
+several workers it is computed in the parent before they fork (:func:`_warm`).
 
 Memory stays bounded: a worker holds one ETDump's table at a time and streams it into its own
 part file (:class:`pyarrow.parquet.ParquetWriter`); the parent only receives counts and reasons.
