@@ -252,14 +252,14 @@ def fast_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
     if cols is None:        # debug events: the general reader, then the same run patterns
         cols = DumpColumns.of(read_etdump(source, path=path))
     skey, blocks = _structure(cols)
-    attrs_of = None
-    if record is not None:
-        attrs_of = _attributions(blocks, record, path, data)
-        if attrs_of is None:
-            return None
     key = (skey, id(record) if record is not None else None)
     static = _STATICS.get(key)
     if static is None:
+        attrs_of = None
+        if record is not None:
+            attrs_of = _attributions(blocks, record, path, data)
+            if attrs_of is None:
+                return None
         static = _static(blocks, attrs_of)
         _bounded_put(_STATICS, key, static)
     m = static.rows

@@ -122,10 +122,15 @@ def _fields(fb: FB, tables: Arr, vts: _Vtables, fields: dict[str, tuple[Field, s
     per = {k: vts.slot_offsets(f.slot) for k, (f, _) in fields.items()}
     width = {k: np.dtype(fmt).itemsize for k, (_, fmt) in fields.items()}
     size = max([4] + [int(per[k].max()) + width[k] for k in fields if len(per[k])])
-    out = {k: np.full(n, 0 if f.kind != "scalar" else f.default, dtype=fmt) for k, (f, fmt) in fields.items()}
+    def default(k: str) -> Arr:
+        f, fmt = fields[k]
+        return np.full(n, 0 if f.kind != "scalar" else f.default, dtype=fmt)
+
     if not n:
-        return out
+        return {k: default(k) for k in fields}
+    out: dict[str, Arr] = {}
     if size > _MAX_RECORD:
+        out = {k: default(k) for k in fields}
         for k, (f, fmt) in fields.items():
             fo = vts.field_offsets(f.slot)
             has = fo != 0
@@ -145,8 +150,8 @@ def _fields(fb: FB, tables: Arr, vts: _Vtables, fields: dict[str, tuple[Field, s
     main = 0 if cls is None else int(np.argmax(np.bincount(cls, minlength=len(vts.uvt))))
     present, dt = dtype(main)
     view = recs.view(dt)
-    for k in present:
-        out[k] = np.ascontiguousarray(view[k])
+    for k in fields:
+        out[k] = np.ascontiguousarray(view[k]) if k in present else default(k)
     if cls is not None:
         for j in range(len(vts.uvt)):
             if j == main:
@@ -290,7 +295,9 @@ class ProfileColumns:
                         mask = string_masks(lens[t], part.shape[1] // c).ravel()
                         row = row & mask
                         if len(rest) > 1:
-                            same &= ~(((part if whole else part[rest]) ^ row) & mask).any(axis=1)
+                            diff = np.bitwise_xor(part if whole else part[rest], row)
+                            np.bitwise_and(diff, mask, out=diff)
+                            same &= ~diff.any(axis=1)
                     tmpl.append(row.tobytes())
                 sig = repr((self.run_names[runs[t]], self.bundled[runs[t]], c)).encode() + b"".join(tmpl)
                 for i in rest[same].tolist():
@@ -420,6 +427,25 @@ class DumpColumns:
         return ETDump(d.version, [d.runs[r] for r in runs], d.strings, d.path, d._fb)
 
 
+def _event_tables(fb: FB, vectors: Arr) -> tuple[Arr, Arr]:
+    """``(Event table positions, run of each)`` of every run's ``events`` vector (0: none), in one gather."""
+    has = vectors != 0
+    lens = np.zeros(len(vectors), np.int64)
+    if has.any():
+        lens[has] = fb.u32(vectors[has], f"{efb.RunData.events.path} length")
+    starts = vectors + 4
+    fb.check(starts[has] + 4 * lens[has], 0, f"{efb.RunData.events.path} ({int(lens.sum())} entries)")
+    total = int(lens.sum())
+    run_of = np.repeat(np.arange(len(vectors), dtype=np.int64), lens)
+    if not total:
+        return np.zeros(0, np.int64), run_of
+    first = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    slots = np.repeat(starts - 4 * first, lens) + 4 * np.arange(total, dtype=np.int64)
+    ev = slots + fb.u32(slots, f"{efb.RunData.events.path} entry").astype(np.int64)
+    fb.check(ev, 4, f"{efb.RunData.events.path} entry")
+    return ev, run_of
+
+
 def read_profile_columns(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
                          path: str | None = None) -> ProfileColumns | None:
     """The profile events of an ETDump as :class:`ProfileColumns`; None when it has debug events.
@@ -438,11 +464,12 @@ def read_profile_columns(source: str | os.PathLike[str] | bytes | bytearray | me
         run_tabs = fb.vector_tables(run_vec, efb.ETDump.run_data.path)
     else:
         run_tabs = empty
-    run_names = [fb.string(int(p), RD.name.path) or "" for p in fb.target(run_tabs, RD.name)]
+    rn_start, rn_len = fb.string_spans(fb.target(run_tabs, RD.name), RD.name.path)
+    run_names = ["" if n <= 0 else bytes(fb.buf[a:a + n]).decode("utf-8", errors="replace")
+                 for a, n in zip(rn_start.tolist(), rn_len.tolist())]
     bundled = [int(x) for x in fb.get(run_tabs, RD.bundled_input_index)]
-    per_run = [fb.vector_tables(int(v), RD.events.path) if v else empty for v in fb.target(run_tabs, RD.events)]
-    ev = np.concatenate(per_run) if per_run else empty
-    run_of = np.repeat(np.arange(len(per_run), dtype=np.int64), [len(p) for p in per_run])
+    ev, run_of = _event_tables(fb, fb.target(run_tabs, RD.events))
+    nruns = len(run_tabs)
     evt = _Vtables(fb, ev, "Event")
     has_dbg = evt.slot_offsets(EV.debug_event.slot) != 0
     if has_dbg.any():
@@ -455,7 +482,7 @@ def read_profile_columns(source: str | os.PathLike[str] | bytes | bytearray | me
     P = pos + fb.u32(pos, f"{EV.profile_event.path} offset").astype(np.int64)
     fb.check(P, 4, "ProfileEvent table")
     pvt = _Vtables(fb, P, "ProfileEvent")
-    bounds = np.searchsorted(run_of, np.arange(len(per_run) + 1, dtype=np.int64), "left").astype(np.int64)
+    bounds = np.searchsorted(run_of, np.arange(nruns + 1, dtype=np.int64), "left").astype(np.int64)
     c = _fields(fb, P, pvt, {
         "name": (PE.name, "<u4"), "dstr": (PE.delegate_debug_id_str, "<u4"), "instr": (PE.instruction_id, "<i4"),
         "chain": (PE.chain_index, "<i4"), "did": (PE.delegate_debug_id_int, "<i4"),
