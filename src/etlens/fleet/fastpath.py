@@ -111,6 +111,7 @@ class _Static:
 
     arrays: dict[str, Any]
     rows: int
+    record: Any = None    # the ETRecord attributed with (held, so its id() is not reused while cached)
 
 
 _STRUCTURES: dict[tuple, list[_Block]] = {}
@@ -254,13 +255,14 @@ def fast_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
     skey, blocks = _structure(cols)
     key = (skey, id(record) if record is not None else None)
     static = _STATICS.get(key)
-    if static is None:
+    if static is None or static.record is not record:
         attrs_of = None
         if record is not None:
             attrs_of = _attributions(blocks, record, path, data)
             if attrs_of is None:
                 return None
         static = _static(blocks, attrs_of)
+        static.record = record
         _bounded_put(_STATICS, key, static)
     m = static.rows
     if not m:
