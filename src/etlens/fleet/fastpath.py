@@ -51,8 +51,9 @@ _MAX_U32 = 2 ** 32 - 1
 _STATIC_STRINGS = ("block", "event_name", "delegate_debug_id", "debug_handles", "op_types", "module_path", "node",
                    "backend")
 
-#: cached structures / static columns kept per process (a worker sees few programs)
-_MAX_CACHED = 8
+#: cached structures / static columns kept per process (a worker sees few programs; one entry of a
+#: 300k-event dump holds about 20 MB of arrays, so memory stays bounded)
+_MAX_CACHED = 4
 
 
 def _elapsed(s: np.ndarray, e: np.ndarray, path: str) -> np.ndarray:

@@ -122,6 +122,7 @@ def _fields(fb: FB, tables: Arr, vts: _Vtables, fields: dict[str, tuple[Field, s
     per = {k: vts.slot_offsets(f.slot) for k, (f, _) in fields.items()}
     width = {k: np.dtype(fmt).itemsize for k, (_, fmt) in fields.items()}
     size = max([4] + [int(per[k].max()) + width[k] for k in fields if len(per[k])])
+
     def default(k: str) -> Arr:
         f, fmt = fields[k]
         return np.full(n, 0 if f.kind != "scalar" else f.default, dtype=fmt)
