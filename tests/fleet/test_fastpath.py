@@ -120,3 +120,19 @@ def test_corrupt_dumps_fall_back_to_the_reference(tmp_path):
         else:
             agreed += _values(want) == _values(got)
     assert agreed > 0
+
+
+def test_cached_structures_are_keyed_on_name_bytes(tmp_path):
+    from tests.readers.etdump_synth import build
+
+    def dump(name: str) -> bytes:
+        return build([{"name": "Execute", "events": [{"name": name, "instr": 0, "start": 1, "end": 5 + r}]}
+                      for r in range(3)])
+
+    clear_caches()
+    for i, name in enumerate(["x" * 2000, "y" * 2000, "native_call_a.out", "native_call_b.out"]):  # long: interned
+        path = tmp_path / f"{i}.etdp"
+        path.write_bytes(dump(name))
+        got = dump_rows(str(path))
+        assert set(got["event_name"].to_pylist()) == {name}
+        assert _values(got) == _values(reference_rows(str(path)))

@@ -280,7 +280,7 @@ class ProfileColumns:
                 groups.setdefault((c, self.run_names[r], self.bundled[r]), []).append(r)
         assign: dict[int, tuple[int, bytes]] = {}
         for (c, _, _), runs in groups.items():
-            parts = self._key_parts(np.asarray(runs, np.int64), c)
+            parts, extra = self._key_parts(np.asarray(runs, np.int64), c)
             rest = np.arange(len(runs))
             while rest.size:
                 t = int(rest[0])
@@ -300,7 +300,8 @@ class ProfileColumns:
                             np.bitwise_and(diff, mask, out=diff)
                             same &= ~diff.any(axis=1)
                     tmpl.append(row.tobytes())
-                sig = repr((self.run_names[runs[t]], self.bundled[runs[t]], c)).encode() + b"".join(tmpl)
+                sig = b"P" + repr((self.run_names[runs[t]], self.bundled[runs[t]], c)).encode() + extra + \
+                    b"".join(tmpl)
                 for i in rest[same].tolist():
                     assign[runs[i]] = (runs[t], sig)
                 rest = rest[~same]
@@ -312,9 +313,10 @@ class ProfileColumns:
             sigs[pid[t]] = sig
         return pattern, templates, sigs
 
-    def _key_parts(self, runs: Arr, c: int) -> list[tuple[Arr, Arr | None]]:
+    def _key_parts(self, runs: Arr, c: int) -> tuple[list[tuple[Arr, Arr | None]], bytes]:
         """Everything but the timestamps of ``runs`` (each with ``c`` events): ``(2-D array, lengths)``
-        pairs, one row per run; ``lengths`` (runs x c) is set for string bytes, which are unmasked."""
+        pairs, one row per run; ``lengths`` (runs x c) is set for string bytes, which are unmasked.
+        The bytes returned go into the signature: the strings behind interned ids (very long strings)."""
         lo = self.bounds[runs]
         m = len(runs)
         if (np.diff(lo) == c).all():      # consecutive runs: views, no copies
@@ -327,15 +329,18 @@ class ProfileColumns:
         strings = [(self.name_start, self.name_len)]
         if (self.dstr_len[rows] > 0).any():
             strings.append((self.dstr_start, self.dstr_len))
+        extra = b""
         for start, lens in strings:
             ln = lens[rows]
             if ln.size and int(ln.max()) > _MAX_WORDS_BYTES:   # very long strings: compare interned ids
-                ids = self.fb.intern(start[rows], ln, {}, [])
+                names: list[str] = []
+                ids = self.fb.intern(start[rows], ln, {}, names)
                 out.append((ids.reshape(m, c), None))
+                extra += "\0".join(names).encode("utf-8", "surrogatepass") + b"\1"
                 continue
             words = string_words(self.fb, start[rows], ln, masked=False)
             out.append((words.reshape(m, -1), ln.reshape(m, c)))
-        return out
+        return out, extra
 
     def mini_dump(self, runs: list[int]) -> ETDump:
         """An :class:`~etlens.readers.etdump.ETDump` of just ``runs`` (e.g. the templates), names interned."""
@@ -418,7 +423,7 @@ class DumpColumns:
             if p is None:
                 p = seen[key] = len(templates)
                 templates.append(r)
-                sigs.append(strings + b"\1" + key)
+                sigs.append(b"D" + strings + b"\1" + key)
             pattern[r] = p
         return pattern, templates, sigs
 
