@@ -138,9 +138,9 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
     carry no duration). Raises :class:`~etlens.errors.EtlensError` for an unreadable dump.
 
     ``fast`` (default): the fleet fast path (:mod:`.fastpath`: profile columns straight from the
-    FlatBuffer, structure and attribution cached per program); dumps it does not handle (debug
-    events) and files it cannot read go through :func:`reference_rows`, the Inspector-based
-    reference, which gives the same rows.
+    FlatBuffer, structure and attribution cached per program); a dump whose ETRecord attribution
+    does not match its blocks, and a file it cannot read, go through :func:`reference_rows`, the
+    Inspector-based reference (which gives the same rows, or names what is wrong with the file).
     """
     if fast:
         from .fastpath import fast_rows
