@@ -1,11 +1,13 @@
 """``etlens collect``: ETDumps → rows of the fleet dataset (Parquet), streaming, in parallel.
 
 Each ETDump is parsed by etlens' own reader and grouped into event blocks exactly as the
-Inspector does (:func:`etlens.analysis.inspector.build.build_blocks` through
-:class:`~etlens.analysis.inspector.Inspector`); with an ETRecord every event is attributed to its
-debug handles, operators, graph nodes and innermost module path. Attribution is computed once per
-event of a block and broadcast over the block's runs with numpy, so the cost per row is a few
-array copies.
+Inspector does; with an ETRecord every event is attributed to its debug handles, operators, graph
+nodes and innermost module path. :func:`dump_rows` takes the fast path (:mod:`.fastpath`: only
+the profile columns read, the Inspector's grouping run once per pattern of identical runs, a
+program's static columns cached); :func:`reference_rows` builds a full
+:class:`~etlens.analysis.inspector.Inspector` per file and is the reference the tests compare
+with. Attribution is computed once per program and broadcast over the runs with numpy; with
+several workers it is computed in the parent before they fork (:func:`_warm`).
 
 Memory stays bounded: a worker holds one ETDump's table at a time and streams it into its own
 part file (:class:`pyarrow.parquet.ParquetWriter`); the parent only receives counts and reasons.
@@ -32,9 +34,10 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..errors import EtlensError, MissingDataError
-from .columns import COLUMNS, META_COLUMNS, arrow_schema
+from .columns import COLUMNS, META_COLUMNS, ROW_GROUP, arrow_schema, writer_options
 
-__all__ = ["CollectResult", "collect", "find_etdumps", "dump_rows", "model_id", "ETDUMP_SUFFIXES"]
+__all__ = ["CollectResult", "collect", "find_etdumps", "dump_rows", "reference_rows", "model_id",
+           "ETDUMP_SUFFIXES"]
 
 #: file names a directory walk picks up (files given one by one are read whatever their name)
 ETDUMP_SUFFIXES = (".etdp", ".etdump")
@@ -127,13 +130,33 @@ def _dict_column(values: list, indices: np.ndarray):
 
 
 def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,
-              extra_meta: list[str] | None = None, data: bytes | None = None):
+              extra_meta: list[str] | None = None, data: bytes | None = None, *, fast: bool = True):
     """The rows of one ETDump as a :class:`pyarrow.Table` (schema :func:`~.columns.arrow_schema`).
 
     ``record``: a parsed ETRecord (or None); ``data``: the file's bytes when already read (``path``
     then only names it, as Spark's ``binaryFiles`` gives them). Only events with timings are rows (debug-only events
     carry no duration). Raises :class:`~etlens.errors.EtlensError` for an unreadable dump.
+
+    ``fast`` (default): the fleet fast path (:mod:`.fastpath`: profile columns straight from the
+    FlatBuffer, structure and attribution cached per program); a dump whose ETRecord attribution
+    does not match its blocks, and a file it cannot read, go through :func:`reference_rows`, the
+    Inspector-based reference (which gives the same rows, or names what is wrong with the file).
     """
+    if fast:
+        from .fastpath import fast_rows
+
+        try:
+            table = fast_rows(path, record, meta, extra_meta, data)
+        except (EtlensError, ValueError, IndexError, KeyError, OverflowError):
+            table = None        # a corrupt file: the reference path names what is wrong
+        if table is not None:
+            return table
+    return reference_rows(path, record, meta, extra_meta, data)
+
+
+def reference_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,
+                   extra_meta: list[str] | None = None, data: bytes | None = None):
+    """:func:`dump_rows` through a full :class:`~etlens.analysis.inspector.Inspector` per file (the reference)."""
     import pyarrow as pa
 
     from ..analysis.inspector import Inspector
@@ -262,8 +285,8 @@ def _ingest_batch(paths: list[str], part: str, record_path: str | None, meta: di
             if table.num_rows == 0:
                 continue
             if writer is None:
-                writer = pq.ParquetWriter(tmp, table.schema, compression=compression)
-            writer.write_table(table, row_group_size=1 << 20)
+                writer = pq.ParquetWriter(tmp, table.schema, **writer_options(table.schema, compression))
+            writer.write_table(table, row_group_size=ROW_GROUP)
             rows += table.num_rows
     finally:
         if writer is not None:
@@ -274,10 +297,11 @@ def _ingest_batch(paths: list[str], part: str, record_path: str | None, meta: di
 
 
 def _batches(paths: list[str], jobs: int, max_batch: int = 64) -> list[list[str]]:
-    """Split ``paths`` into batches: several per worker (so the bar moves), at most ``max_batch`` files each."""
+    """Split ``paths`` into batches: about 8 per worker (the bar moves, and the last batch leaves little idle
+    time on the other cores), at most ``max_batch`` files each."""
     if not paths:
         return []
-    size = max(1, min(max_batch, -(-len(paths) // (jobs * 4))))
+    size = max(1, min(max_batch, -(-len(paths) // (jobs * 8))))
     return [paths[i:i + size] for i in range(0, len(paths), size)]
 
 
@@ -336,16 +360,31 @@ def collect(inputs: Iterable[str], dataset: str, *, meta: dict[str, str] | None 
             for a in args:
                 done(a[0], a[1], _ingest_batch(*a))
         else:
-            _parallel(args, jobs, done)
+            _parallel(args, jobs, done, warm=(paths[0], etrecord, meta, extra))
     res.seconds = time.perf_counter() - t0
     return res
 
 
-def _parallel(args: list[tuple], jobs: int, done: Callable) -> None:
+def _warm(path: str, record_path: str | None, meta: dict[str, str | None], extra_meta: list[str]) -> None:
+    """Read one dump in this process before forking the workers: the imports, the program's block
+    structure and its ETRecord attribution (a full Inspector, the costly part) are then computed
+    once and inherited by every worker instead of once per worker. Errors are left to the worker."""
+    import pyarrow.parquet  # noqa: F401 - imported once, inherited
+
+    try:
+        dump_rows(path, _record(record_path), meta, extra_meta)
+    except Exception:  # noqa: BLE001 - the worker reading this file reports it
+        pass
+
+
+def _parallel(args: list[tuple], jobs: int, done: Callable, warm: tuple | None = None) -> None:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
+    fork = "fork" in mp.get_all_start_methods()
+    ctx = mp.get_context("fork") if fork else mp.get_context("spawn")
+    if fork and warm is not None:
+        _warm(*warm)
     with ProcessPoolExecutor(max_workers=min(jobs, len(args)), mp_context=ctx) as pool:
         futs = {pool.submit(_ingest_batch, *a): a for a in args}
         for fut in as_completed(futs):

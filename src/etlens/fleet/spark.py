@@ -94,6 +94,7 @@ def _partition(records: Iterator[tuple[str, bytes]], dataset: str, record_path: 
     """One Spark partition: parse its ETDumps and stream them into one Parquet part."""
     import pyarrow.parquet as pq
 
+    from .columns import ROW_GROUP, writer_options
     from .ingest import _one_line, _record, dump_rows
 
     record = _record(record_path)
@@ -112,8 +113,8 @@ def _partition(records: Iterator[tuple[str, bytes]], dataset: str, record_path: 
             files += 1
             if table.num_rows:
                 if writer is None:
-                    writer = pq.ParquetWriter(part + ".tmp", table.schema, compression="zstd")
-                writer.write_table(table)
+                    writer = pq.ParquetWriter(part + ".tmp", table.schema, **writer_options(table.schema))
+                writer.write_table(table, row_group_size=ROW_GROUP)
                 rows += table.num_rows
     finally:
         if writer is not None:

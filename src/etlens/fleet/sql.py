@@ -81,6 +81,7 @@ def duckdb_connection(dataset: str | None = None, table: Any = None):
     except ImportError as exc:  # pragma: no cover - duckdb is a core dependency
         raise EtlensError("the DuckDB engine needs duckdb: pip install duckdb") from exc
     con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")   # DuckDB's own bar would print on long queries, piped or not
     if table is not None:
         con.register("events_arrow", table)
         con.execute("CREATE VIEW events AS SELECT * FROM events_arrow")

@@ -45,7 +45,7 @@ from .base import Artifact
 
 __all__ = [
     "PROFILE", "ALLOCATION", "DEBUG", "EMPTY", "VALUE_TYPES", "SCALAR_TYPES",
-    "RunEvents", "ETDump", "DebugBuffer", "TensorRef", "EtdumpArtifact", "read_etdump", "read",
+    "RunEvents", "ETDump", "DebugBuffer", "TensorRef", "EtdumpArtifact", "read_etdump", "open_etdump", "read",
 ]
 
 #: event kinds (``RunEvents.kind``)
@@ -388,11 +388,12 @@ def _open_bytes(path: str) -> bytes | mmap.mmap:
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def read_etdump(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *, path: str | None = None) -> ETDump:
-    """Parse an ETDump from a path (memory-mapped) or bytes into columnar :class:`RunEvents`.
+def open_etdump(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
+                path: str | None = None) -> tuple[FB, int]:
+    """``(FB over the bytes, position of the ETDump root table)`` after checking the identifier and size prefix.
 
-    Raises :class:`FormatError` for a wrong identifier or corrupt offsets and
-    :class:`TruncatedFileError` when the file ends before what it declares.
+    The shared first step of :func:`read_etdump` and of the fleet's profile-column reader
+    (:mod:`etlens.readers.etdump_columns`): a path is memory-mapped, bytes are used as they are.
     """
     data: bytes | bytearray | mmap.mmap
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -419,8 +420,20 @@ def read_etdump(source: str | os.PathLike[str] | bytes | bytearray | memoryview,
         raise FormatError(f"{path}: not an ETDump (identifier {got!r} at bytes 8-12, expected b'ED00'); "
                           "pass the .etdp file written by write_etdump_result_to_file")
     fb = FB(data, path)
-    root = np.array([base + int.from_bytes(head[base:base + 4], "little")], dtype=np.int64)
-    fb.check(root, 4, "ETDump root table")
+    root = base + int.from_bytes(head[base:base + 4], "little")
+    fb.check(np.array([root], dtype=np.int64), 4, "ETDump root table")
+    return fb, root
+
+
+def read_etdump(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *, path: str | None = None) -> ETDump:
+    """Parse an ETDump from a path (memory-mapped) or bytes into columnar :class:`RunEvents`.
+
+    Raises :class:`FormatError` for a wrong identifier or corrupt offsets and
+    :class:`TruncatedFileError` when the file ends before what it declares.
+    """
+    fb, root_pos = open_etdump(source, path=path)
+    path = fb.path
+    root = np.array([root_pos], dtype=np.int64)
     version = int(fb.get(root, efb.ETDump.version)[0])
     run_vec = int(fb.target(root, efb.ETDump.run_data)[0])
     strings: list[str] = []
