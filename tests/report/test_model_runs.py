@@ -142,3 +142,18 @@ def test_demo_report_piped_is_quiet(tmp_path):
     for noise in NOISE:
         assert noise not in proc.stdout + proc.stderr, noise
     assert out.exists()
+
+
+def test_export_of_a_model_returning_its_kv_cache_says_what_to_do():
+    from etlens.errors import EtlensError
+    from etlens.passes.loader import user_code
+
+    msg = ("Found <class 'transformers.cache_utils.DynamicCache'> in output, which is not a known type. "
+           "If this type holds tensors, you need to register a pytree for it.")
+    try:
+        with user_code("export", "build"):
+            raise RuntimeError(msg)
+    except EtlensError as exc:
+        text = str(exc)
+    assert text.startswith("export of build() failed at export: RuntimeError: Found <class 'transformers.cache_utils")
+    assert "config.use_cache=False" in text

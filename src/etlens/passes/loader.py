@@ -61,8 +61,16 @@ class user_code:
             return False
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         where = _user_frame(exc)
+        hint = next((h for key, h in _HINTS if key in msg), "")
         raise ModelError(f"export of {self.name}() failed at {self.stage}: {type(exc).__name__}: {msg}"
-                         + (f" ({where})" if where else "")) from exc
+                         + (f" ({where})" if where else "") + (f"; {hint}" if hint else "")) from exc
+
+
+#: ``(text in the error, what to do)``: causes of export failures that users of one library share
+_HINTS = (
+    ("cache_utils.", "the model returns its key/value cache (a Hugging Face model with use_cache on): build it "
+                     "with config.use_cache=False or return only the tensors a deployed program needs"),
+)
 
 
 def _import_file(path: str) -> Any:
