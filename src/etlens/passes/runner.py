@@ -555,7 +555,8 @@ def _Recording(inner: Any, path: str) -> Any:  # noqa: N802 - builds an instance
         def partition(self, exported_program: Any) -> Any:
             out = next(n for n in exported_program.graph_module.graph.nodes if n.op == "output")
             args = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
-            record = [{"name": getattr(a, "name", None), "target": str(getattr(getattr(a, "target", None), "__name__", "")),
+            record = [{"name": getattr(a, "name", None),
+                       "target": str(getattr(getattr(a, "target", None), "__name__", "")),
                        "args": [i.name for i in getattr(a, "all_input_nodes", [])]} for a in args]
             with open(path, "w", encoding="utf-8") as f:
                 json.dump({"outputs": record}, f)
