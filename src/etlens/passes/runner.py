@@ -558,10 +558,8 @@ def _Recording(inner: Any, path: str) -> Any:  # noqa: N802 - builds an instance
             record = [{"name": getattr(a, "name", None),
                        "target": str(getattr(getattr(a, "target", None), "__name__", "")),
                        "args": [i.name for i in getattr(a, "all_input_nodes", [])]} for a in args]
-            graph = {n.name: [i.name for i in n.all_input_nodes] for n in exported_program.graph_module.graph.nodes
-                     if n.op == "call_function"}
             with open(path, "w", encoding="utf-8") as f:
-                json.dump({"outputs": record, "graph": graph}, f)
+                json.dump({"outputs": record}, f)
             return inner.partition(exported_program)
 
     return Recording()

@@ -46,7 +46,7 @@ import time
 from typing import Any
 
 from ...errors import EtlensError
-from .graph import Exposure, capture, instrument, plan
+from .graph import Exposure, capture, instrument, plan, value_of
 from .result import InsideResult
 
 __all__ = ["inside_delegates", "rethreshold", "METRICS"]
@@ -135,90 +135,51 @@ def _metrics(comparators: list, ref: Any, out: Any) -> dict[str, float]:
     return vals
 
 
-def _named_in_error(exc: Exception, exposures: list[Exposure], tried: dict[str, int] | None = None
-                    ) -> tuple[list[Exposure], bool]:
-    """The exposures the backend's error points at, and whether the mapping is exact.
+def _named_in_error(exc: Exception, exposures: list[Exposure]) -> list[Exposure]:
+    """The exposures whose program output the backend's error names, mapped exactly.
 
     A backend names the node it refuses by its edge dialect name (XNNPACK: "Output node
-    'quantized_decomposed_quantize_per_tensor_default_8' is already in the inputs"). The worker
-    recorded at partition time each program output's edge name and inputs (``exc.details``), so
-    when the named node is an exposed output, or the value a ``dequantize`` output exposes (the
-    int8 values leave through one), the mapping is **exact**.
-
-    The named node can also be a value the exposures only disturb: exposing the (float,
-    outside-the-delegate) position-embedding ``add`` of a ViT makes XNNPACK refuse the next
-    ``layer_norm``'s quantized output. Then the nearest exposure in the edge graph (either
-    direction, ``exc.details["graph"]``) is the **guess**; ``tried`` counts the guesses already made
-    for each named node (the next call takes the next nearest). ``([], False)``: nothing to go on.
+    'aten__softmax_default' is already in the inputs"). The worker recorded, at partition time,
+    each program output's edge name and its inputs' names (``exc.details``): an exposure is named
+    when its output is the named node, or the value a ``dequantize`` output exposes (the int8
+    values leave through one). A named node that is no exposure's output (a value the exposures
+    only disturb) names nothing: the caller then splits the exposures in halves, which never drops
+    an innocent value.
     """
     import re
 
-    details = getattr(exc, "details", {}) or {}
-    outputs = details.get("outputs") or []
+    outputs = (getattr(exc, "details", {}) or {}).get("outputs") or []
     names = set(re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", str(exc)))
-    if not names or not outputs:
-        return [], False
-    node_of: dict[str, Exposure] = {}
+    named: list[Exposure] = []
     for e in exposures:
         rec = outputs[e.output_index] if 0 <= e.output_index < len(outputs) else {}
         via = rec.get("args", [])[:1] if "dequantize" in rec.get("target", "") else []
-        for n in [rec.get("name"), *via]:
-            if n:
-                node_of[n] = e
-    exact: list[Exposure] = []
-    for n in sorted(names):
-        if n in node_of and not any(node_of[n] is e for e in exact):
-            exact.append(node_of[n])
-    if exact:
-        return exact, True
-    graph = details.get("graph") or {}
-    users: dict[str, list[str]] = {}
-    for n, ins in graph.items():
-        for i in ins:
-            users.setdefault(i, []).append(n)
-    tried = {} if tried is None else tried
-    for start in sorted(n for n in names if n in graph):
-        seen, frontier, ranked = {start}, [start], []
-        while frontier and len(ranked) <= tried.get(start, 0):
-            nxt = []
-            for n in frontier:
-                for m in [*graph.get(n, []), *users.get(n, [])]:
-                    if m not in seen:
-                        seen.add(m)
-                        nxt.append(m)
-                        if m in node_of and not any(node_of[m] is r for r in ranked):
-                            ranked.append(node_of[m])
-            frontier = nxt
-        k = tried.get(start, 0)
-        if k < len(ranked) and k < 3:
-            tried[start] = k + 1
-            return [ranked[k]], False
-    return [], False
+        if names & {rec.get("name"), *via}:
+            named.append(e)
+    return named
 
 
-def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[dict],
-           tried: dict[str, int] | None = None) -> list[tuple]:
+def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[dict]) -> list[tuple]:
     """Lower + run with ``exposures`` exposed; on failure drop what the error names, else split in halves.
 
     Returns ``[(exposures, instrumented graph, n_original_outputs, outputs, where)]`` for every
     build that worked; exposures that fail alone (or that the backend's error points at, see
     :func:`_named_in_error`) go to ``failed`` with the error and how they were identified.
     """
-    tried = {} if tried is None else tried
     gm, n_orig = instrument(src, exposures)
     try:
         outs, where = cycles(gm, f"instrumented build ({len(exposures)} values)")
         return [(list(exposures), gm, n_orig, outs, where)]
     except EtlensError as exc:  # lowering/running refused: isolate the culprit
         first_line = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        named, exact = _named_in_error(exc, exposures, tried) if len(exposures) > 1 else ([], True)
+        named = _named_in_error(exc, exposures) if len(exposures) > 1 else []
         if len(exposures) == 1 or named:
-            how = "alone" if len(exposures) == 1 else "named by the error" if exact else "nearest to the named node"
+            how = "alone" if len(exposures) == 1 else "named by the error"
             for e in (named or exposures):
                 failed.append({"node": e.node, "aot_ops": e.ops, "error": f"{type(exc).__name__}: {first_line}",
                                "identified": how})
             rest = [e for e in exposures if e not in named]
-            return _build(cycles, src, rest, failed, tried) if named and rest else []
+            return _build(cycles, src, rest, failed) if named and rest else []
         half = len(exposures) // 2
         return _build(cycles, src, exposures[:half], failed) + _build(cycles, src, exposures[half:], failed)
 
@@ -315,14 +276,14 @@ def _rows(builds: list[tuple], inputs: tuple, float_values: dict, handle_of: dic
             ref_outs = _flat(gm(*inputs))
         for e in exposures:
             idx = e.output_index
-            value = outs[idx]
+            value = value_of(e, outs)
             inside, backend_id, delegate = where[idx] if idx < len(where) else (False, None, None)
             float_ref = float_values.get(e.float_node) if e.float_node else None
             metrics: dict[str, Any] = {}
             if float_ref is not None:
                 metrics["float"] = _metrics(cmps, float_ref, value)
             if quantized:
-                metrics["qdq_simulated"] = _metrics(cmps, ref_outs[idx], value)
+                metrics["qdq_simulated"] = _metrics(cmps, value_of(e, ref_outs), value)
             gap = metrics.get("float", {}).get(primary.name)
             kernel_gap = metrics.get("qdq_simulated", {}).get(primary.name)
             crosses = bool(threshold is not None and gap is not None and primary.crosses(gap, threshold))
