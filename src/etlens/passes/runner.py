@@ -553,8 +553,7 @@ def _Recording(inner: Any, path: str) -> Any:  # noqa: N802 - builds an instance
             return inner.transform_for_pre_decomposition(ep)
 
         def partition(self, exported_program: Any) -> Any:
-            out = next(n for n in exported_program.graph_module.graph.nodes if n.op == "output")
-            args = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+            args = _user_outputs(exported_program)
             record = [{"name": getattr(a, "name", None),
                        "target": str(getattr(getattr(a, "target", None), "__name__", "")),
                        "args": [i.name for i in getattr(a, "all_input_nodes", [])]} for a in args]
@@ -565,12 +564,22 @@ def _Recording(inner: Any, path: str) -> Any:  # noqa: N802 - builds an instance
     return Recording()
 
 
-def _describe_delegates(gm: Any, path: str) -> None:
+def _user_outputs(ep: Any) -> list:
+    """The output node's arguments that are the program's user outputs (not buffer mutations, which come first)."""
+    out = next(n for n in ep.graph_module.graph.nodes if n.op == "output")
+    args = list(out.args[0]) if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    specs = getattr(ep.graph_signature, "output_specs", None)
+    if specs is None or len(specs) != len(args):
+        return args
+    return [a for a, spec in zip(args, specs) if getattr(spec.kind, "name", "") == "USER_OUTPUT"]
+
+
+def _describe_delegates(ep: Any, path: str) -> None:
     """Add to the record at ``path`` which delegate (backend id, index) computes each program output."""
+    gm = ep.graph_module
     calls = [n for n in gm.graph.nodes if n.op == "call_function" and "executorch_call_delegate" in str(n.target)]
     index = {n: i for i, n in enumerate(calls)}
-    out = next(n for n in gm.graph.nodes if n.op == "output")
-    args = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    args = _user_outputs(ep)
     record: dict[str, Any] = {"outputs": [{} for _ in args]}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
@@ -624,7 +633,7 @@ def _child_lower(job: dict[str, Any]) -> None:
     # ExecuTorch's default edge compile config, as the fixtures and reports have always been built
     edge = to_edge_transform_and_lower(ep, partitioner=partitioners, generate_etrecord=bool(job.get("etrecord")))
     if job.get("describe"):
-        _describe_delegates(edge.exported_program().graph_module, job["describe"])
+        _describe_delegates(edge.exported_program(), job["describe"])
     et = edge.to_executorch()
     with open(job["pte"], "wb") as f:
         f.write(et.buffer)
