@@ -14,8 +14,9 @@ rules, each one a way upstream's tap breaks that we avoid:
   * scale``), so no extra node is left for the partitioner to place. Exposing the ``dequantize``
   a quantized op consumes makes XNNPACK fold it into that op and return zeros; a second
   ``dequantize`` only for the output is the fallback when the scale is not a constant. The group
-  is the float-graph ops between the previous quantization boundary and this one (``linear`` + ``relu`` for a fused quantized linear); ops that run in float between
-  ``dequantize`` and the next ``quantize`` (``softmax`` …) are exposed as in fp32.
+  is the float-graph ops between the previous quantization boundary and this one (``linear`` +
+  ``relu`` for a fused quantized linear); ops that run in float between ``dequantize`` and the
+  next ``quantize`` (``softmax`` …) are exposed as in fp32.
 * values already returned by the program are not exposed twice; non-float values (token ids,
   masks) and multi-output ops (their ``getitem`` children are exposed instead) are skipped.
 
