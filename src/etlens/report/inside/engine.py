@@ -144,7 +144,10 @@ def _named_in_error(exc: Exception, exposures: list[Exposure]) -> list[Exposure]
     when its output is the named node, or the value a ``dequantize`` output exposes (the int8
     values leave through one). A named node that is no exposure's output (a value the exposures
     only disturb) names nothing: the caller then splits the exposures in halves, which never drops
-    an innocent value.
+    an innocent value. Known limit: the backend names the node as the delegate's subgraph does,
+    and torch.fx renumbers names there (GPT-2's ``aten_add_tensor_1`` is refused as
+    ``aten_add_tensor``), so a refused value can go unnamed (halving) or, rarely, be mistaken for
+    the exposure carrying the renumbered name.
     """
     import re
 
