@@ -32,6 +32,12 @@ def test_backend_error_names_the_exposure_exactly():
     s = NativeStageError("lower failed: RuntimeError: Output node 'aten__softmax_default' is already in the inputs.",
                          {"outputs": outputs})
     assert _named_in_error(s, exps) == [exps[1]]
+    # renumbered inside the delegate's subgraph: matched by base name when only one exposure has it
+    s1 = NativeStageError("Output node 'aten__softmax_default_3' is already in the inputs.", {"outputs": outputs})
+    assert _named_in_error(s1, exps) == [exps[1]]
+    two = outputs + [{"name": "aten__softmax_default_1", "target": "aten._softmax.default", "args": []}]
+    assert _named_in_error(NativeStageError("Output node 'aten__softmax_default_3' …", {"outputs": two}),
+                           exps + [_exp("softmax_1", 3)]) == []  # ambiguous: halving
     # a node that is no exposure's output, or no record: nothing named (the caller splits in halves)
     assert _named_in_error(NativeStageError("Output node 'aten_mul_tensor' …", {"outputs": outputs}), exps) == []
     assert _named_in_error(EtlensError("Output node 'aten__softmax_default'"), exps) == []

@@ -146,20 +146,37 @@ def _named_in_error(exc: Exception, exposures: list[Exposure]) -> list[Exposure]
     only disturb) names nothing: the caller then splits the exposures in halves, which never drops
     an innocent value. Known limit: the backend names the node as the delegate's subgraph does,
     and torch.fx renumbers names there (GPT-2's ``aten_add_tensor_1`` is refused as
-    ``aten_add_tensor``), so a refused value can go unnamed (halving) or, rarely, be mistaken for
-    the exposure carrying the renumbered name.
+    ``aten_add_tensor``): a name no output carries is then matched without its counter, but only
+    when a single exposure has that base name (MobileViT's second ``softmax``); otherwise it names
+    nothing (halving). Rarely, a renumbered name equals another exposure's and is mistaken for it.
     """
     import re
 
     outputs = (getattr(exc, "details", {}) or {}).get("outputs") or []
     names = set(re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", str(exc)))
     named: list[Exposure] = []
+    by_base: dict[str, list[Exposure]] = {}
     for e in exposures:
         rec = outputs[e.output_index] if 0 <= e.output_index < len(outputs) else {}
         via = rec.get("args", [])[:1] if "dequantize" in rec.get("target", "") else []
         if names & {rec.get("name"), *via}:
             named.append(e)
+        for n in {rec.get("name"), *via} - {None}:
+            by_base.setdefault(_base(n), []).append(e)
+    if named:
+        return named
+    # the subgraph renumbered the name: trust it only when one exposure has that base name
+    for n in sorted(names):
+        if len(by_base.get(_base(n), [])) == 1:
+            named.append(by_base[_base(n)][0])
     return named
+
+
+def _base(name: str) -> str:
+    """``aten__softmax_default_1`` -> ``aten__softmax_default`` (torch.fx's counter dropped)."""
+    import re
+
+    return re.sub(r"_\d+$", "", name)
 
 
 def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[dict]) -> list[tuple]:
