@@ -54,8 +54,8 @@ from typing import Any, Callable
 
 from ..errors import EtlensError
 
-__all__ = ["NativeStageError", "debug_buffer_bytes", "has_quantized_ops", "run_program", "lower_program",
-           "lower_and_run"]
+__all__ = ["NativeStageError", "NativeWorker", "debug_buffer_bytes", "has_quantized_ops", "run_program",
+           "lower_program", "lower_and_run"]
 
 #: bytes per logged tensor are rounded up to this (ExecuTorch's BufferDataSink default alignment)
 _ALIGN = 64
@@ -66,7 +66,15 @@ _NATIVE_LOG = re.compile(r"^(?:[DIWEF] \d\d:\d\d:\d\d\.\d+ executorch:|\[)[\w./-
 
 
 class NativeStageError(EtlensError):
-    """A native stage (lowering, the runtime) failed in its child process; the message says why."""
+    """A native stage (lowering, the runtime) failed in its child process; the message says why.
+
+    ``details``: what the child recorded before failing (:class:`NativeWorker` jobs with
+    ``describe``: the edge names of the program's outputs at partition time), else ``{}``.
+    """
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,18 +198,28 @@ def _spawn(job: dict[str, Any], work: str, *, verbose: bool, on_stage: Callable[
         code = proc.wait()
     if code == 0:
         return
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        raise _stage_error(facts, work, code, f.read(), verbose)
+
+
+def _stage_error(facts: dict[str, Any], work: str, code: int | None, log: str, verbose: bool) -> NativeStageError:
+    """The error for a failed job: the child's own report (``error.json``) or, after a crash, its log's cause."""
     label, advice = _STAGES[facts["stage"]]
     advice = advice.format(**facts)
+    details: dict[str, Any] = {}
+    if facts.get("describe") and os.path.exists(facts["describe"]):
+        with open(facts["describe"], encoding="utf-8") as f:
+            details = json.load(f)
     err_path = os.path.join(work, "error.json")
     if os.path.exists(err_path):
         with open(err_path, encoding="utf-8") as f:
             err = json.load(f)
-        raise NativeStageError(f"{label} failed: {err['type']}: {err['message']} (rerun with -v for the child's log)")
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-        cause = _last_native_line(f.read())
-    how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        return NativeStageError(f"{label} failed: {err['type']}: {err['message']} (rerun with -v for the child's "
+                                "log)", details)
+    cause = _last_native_line(log)
+    how = "no exit status" if code is None else f"killed by signal {-code}" if code < 0 else f"exit status {code}"
     shown = f": {cause}" if cause else (" (rerun with -v to see its log)" if not verbose else "")
-    raise NativeStageError(f"{label} crashed in its child process ({how}){shown}; {advice}")
+    return NativeStageError(f"{label} crashed in its child process ({how}){shown}; {advice}", details)
 
 
 def _save_inputs(inputs: Any, path: str) -> str:
@@ -326,15 +344,166 @@ def lower_and_run(ep_path: str, pte_path: str, etrecord_path: str, inputs: Any, 
     return outputs
 
 
+class NativeWorker:
+    """One child process that lowers and runs many programs in turn: ``import torch`` + executorch once.
+
+    :func:`lower_and_run` spawns a child per call, which costs the imports (about 8 s of CPU) each
+    time; an analysis that lowers several programs one after the other (the inside-the-delegate
+    view: production program, instrumented program, retries, bisect probes) keeps one worker
+    instead. A Python error in a job (a backend refusing the graph) is reported and the worker goes
+    on; a native abort kills only the child: that job raises :class:`NativeStageError` naming the
+    stage and the cause, and the next job starts a fresh child.
+
+    Example::
+
+        with NativeWorker() as worker:
+            outputs, info = worker.lower_and_run("a.pt2", inputs, backend="xnnpack", describe=True)
+            info["outputs"][0]["backend"]        # 'XnnpackBackend' when a delegate computes output 0
+    """
+
+    def __init__(self, *, verbose: bool = False) -> None:
+        self.verbose = verbose
+        self.jobs = 0
+        self._dir = tempfile.mkdtemp(prefix="etlens-worker-")
+        self._proc: subprocess.Popen | None = None
+        self._log: Any = None
+
+    def __enter__(self) -> NativeWorker:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _start(self) -> subprocess.Popen:
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        self._log = open(os.path.join(self._dir, "child.log"), "ab")  # noqa: SIM115 - lives with the child
+        cmd = [sys.executable, "-c", "from etlens.passes.runner import _child_main; _child_main()", "--serve"]
+        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=None if self.verbose else self._log, env=_child_env(), text=True,
+                                      bufsize=1)
+        return self._proc
+
+    def lower_and_run(self, ep_path: str, inputs: Any, *, backend: str = "xnnpack", runs: int = 1,
+                      pte_path: str | None = None, etrecord_path: str | None = None, etdump_path: str | None = None,
+                      load_quantized_kernels: bool = False, describe: bool = False,
+                      on_stage: Callable[[str], Any] | None = None) -> tuple[list, dict[str, Any]]:
+        """Lower the saved ExportedProgram ``ep_path`` for ``backend`` and run it ``runs`` times.
+
+        ``pte_path`` / ``etrecord_path`` / ``etdump_path``: where to keep those files (``None``: the
+        ``.pte`` goes to a scratch file, no ETRecord, no ETDump — the cheapest cycle).
+        ``describe``: also return, in ``info["outputs"]``, for each program output its edge node
+        name at partition time (``name``, ``args``: its inputs' names), ``backend`` (the delegate's
+        backend id, ``None`` when a kernel outside any delegate computes it) and ``delegate`` (index
+        of the delegate call). On failure the same record is the error's ``details`` (the names
+        let a caller map a backend's error naming an edge node back to an output).
+
+        Returns ``(outputs of the last run, info)``.
+        """
+        import torch
+
+        self.jobs += 1
+        work = os.path.join(self._dir, f"job{self.jobs}")
+        os.makedirs(work)
+        pte = pte_path or os.path.join(work, "program.pte")
+        job = {"ep": os.path.abspath(ep_path), "pte": os.path.abspath(pte), "backend": backend,
+               "etrecord": os.path.abspath(etrecord_path) if etrecord_path else None,
+               "representative_inputs": None, "describe": os.path.join(work, "describe.json") if describe else None,
+               "stages": ["lower", "run"], "quantized": bool(load_quantized_kernels)}
+        job.update(_run_job(work, pte, inputs, runs, etdump_path or "", None, None))
+        job["etdump"] = os.path.abspath(etdump_path) if etdump_path else None
+        job_path = os.path.join(work, "job.json")
+        with open(job_path, "w", encoding="utf-8") as f:
+            json.dump(job, f)
+        facts: dict[str, Any] = {"stage": "lower", "backend": backend, "runs": runs, "size": "none",
+                                 "describe": job["describe"]}
+        proc = self._start()
+        assert proc.stdin is not None and proc.stdout is not None
+        log_start = self._log.tell() if self._log is not None else 0
+        answer = ""
+        try:
+            proc.stdin.write(job_path + "\n")
+            proc.stdin.flush()
+            for line in proc.stdout:
+                word, _, rest = line.strip().partition(" ")
+                if word == "stage":
+                    facts["stage"] = rest
+                    if on_stage is not None:
+                        on_stage(rest)
+                elif word in ("done", "failed"):
+                    answer = word
+                    break
+        except BrokenPipeError:
+            answer = ""
+        if answer != "done":
+            code = proc.wait() if not answer else None
+            log = ""
+            if not answer and not self.verbose:
+                with open(os.path.join(self._dir, "child.log"), encoding="utf-8", errors="replace") as f:
+                    f.seek(log_start)
+                    log = f.read()
+            if not answer:
+                self._proc = None
+            raise _stage_error(facts, work, code, log, self.verbose)
+        outputs = torch.load(job["outputs"], weights_only=True)
+        info: dict[str, Any] = {}
+        if describe and os.path.exists(job["describe"]):
+            with open(job["describe"], encoding="utf-8") as f:
+                info = json.load(f)
+        return outputs, info
+
+    def close(self) -> None:
+        """Stop the child (it finishes its current job first) and remove the scratch files."""
+        import shutil
+
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                if proc.poll() is None and proc.stdin is not None:
+                    proc.stdin.write("\n")
+                    proc.stdin.close()
+                proc.wait(timeout=60)
+            except Exception:  # noqa: BLE001 - a child that does not stop is killed
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # The child side
 # ---------------------------------------------------------------------------------------------
 def _child_main() -> None:
-    """Entry point of the child (``python -c ... job.json``): run the job, report errors as JSON."""
-    job_path = sys.argv[1]
+    """Entry point of the child (``python -c ... job.json``): run the job, report errors as JSON.
+
+    With ``--serve`` instead of a job path the child is a :class:`NativeWorker`: it reads job paths
+    from stdin, one a line, and answers each with ``done`` or ``failed`` on the protocol stream.
+    """
     # keep stdout for the progress protocol; anything else printed goes to stderr (the log)
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
+    if sys.argv[1] == "--serve":
+        for line in sys.stdin:
+            job_path = line.strip()
+            if not job_path:
+                break
+            proto.write("done\n" if _child_job(job_path, proto) else "failed\n")
+        proto.close()
+        sys.stderr.flush()
+        return
+    ok = _child_job(sys.argv[1], proto)
+    sys.stderr.flush()
+    if not ok:
+        os._exit(1)
+    proto.close()
+
+
+def _child_job(job_path: str, proto: Any) -> bool:
+    """Run the job at ``job_path``; on a Python error write ``error.json`` next to it and return False."""
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
     try:
@@ -358,9 +527,71 @@ def _child_main() -> None:
             json.dump({"type": type(exc).__name__, "message": text.splitlines()[0] if text else "",
                        "traceback": traceback.format_exc()}, f)
         sys.stderr.flush()
-        os._exit(1)
-    proto.close()
-    sys.stderr.flush()
+        return False
+    return True
+
+
+def _Recording(inner: Any, path: str) -> Any:  # noqa: N802 - builds an instance, reads as a class
+    """A partitioner that behaves as ``inner`` and first writes the program's output names to ``path``.
+
+    The names are the edge dialect's (``aten__softmax_default``), the ones a backend's error
+    message uses; written before partitioning, so they survive the backend refusing the graph.
+    """
+    from executorch.exir.backend.partitioner import Partitioner
+
+    class Recording(Partitioner):
+        def __init__(self) -> None:
+            super().__init__(getattr(inner, "spec", {}))
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(inner, name)
+
+        def ops_to_not_decompose(self, ep: Any) -> Any:
+            return inner.ops_to_not_decompose(ep)
+
+        def transform_for_pre_decomposition(self, ep: Any) -> Any:
+            return inner.transform_for_pre_decomposition(ep)
+
+        def partition(self, exported_program: Any) -> Any:
+            args = _user_outputs(exported_program)
+            record = [{"name": getattr(a, "name", None),
+                       "target": str(getattr(getattr(a, "target", None), "__name__", "")),
+                       "args": [i.name for i in getattr(a, "all_input_nodes", [])]} for a in args]
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump({"outputs": record}, f)
+            return inner.partition(exported_program)
+
+    return Recording()
+
+
+def _user_outputs(ep: Any) -> list:
+    """The output node's arguments that are the program's user outputs (not buffer mutations, which come first)."""
+    out = next(n for n in ep.graph_module.graph.nodes if n.op == "output")
+    args = list(out.args[0]) if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+    specs = getattr(ep.graph_signature, "output_specs", None)
+    if specs is None or len(specs) != len(args):
+        return args
+    return [a for a, spec in zip(args, specs) if getattr(spec.kind, "name", "") == "USER_OUTPUT"]
+
+
+def _describe_delegates(ep: Any, path: str) -> None:
+    """Add to the record at ``path`` which delegate (backend id, index) computes each program output."""
+    gm = ep.graph_module
+    calls = [n for n in gm.graph.nodes if n.op == "call_function" and "executorch_call_delegate" in str(n.target)]
+    index = {n: i for i, n in enumerate(calls)}
+    args = _user_outputs(ep)
+    record: dict[str, Any] = {"outputs": [{} for _ in args]}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    for slot, a in zip(record["outputs"], args):
+        call = a if a in index else (a.args[0] if getattr(a, "op", None) == "call_function" and a.args and
+                                     a.args[0] in index else None)
+        lowered = getattr(gm, call.args[0].target, None) if call is not None else None
+        slot["backend"] = str(getattr(lowered, "backend_id", "delegate")) if call is not None else None
+        slot["delegate"] = index[call] if call is not None else None
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(record, f)
 
 
 def _load_quantized_kernels() -> None:
@@ -374,7 +605,7 @@ def _child_run(job: dict[str, Any], proto: Any) -> None:
     inputs = torch.load(job["inputs"], weights_only=True)
     with open(job["pte"], "rb") as f:
         program = f.read()
-    module = _load_for_executorch_from_buffer(program, enable_etdump=True,
+    module = _load_for_executorch_from_buffer(program, enable_etdump=bool(job["etdump"]),
                                               debug_buffer_size=job["debug_buffer_size"] if job["debug"] else 0)
     outputs = None
     for i in range(job["runs"]):
@@ -382,7 +613,7 @@ def _child_run(job: dict[str, Any], proto: Any) -> None:
         proto.write(f"run {i}\n")
     if job["debug"]:
         module.write_etdump_result_to_file(job["etdump"], job["debug"])
-    else:
+    elif job["etdump"]:
         module.write_etdump_result_to_file(job["etdump"])
     torch.save(list(outputs or []), job["outputs"])
 
@@ -397,11 +628,18 @@ def _child_lower(job: dict[str, Any]) -> None:
     cfg = get_backend(job["backend"])
     cfg.check_available()
     ep = load_exported_program(job["ep"])  # registers the pytree types of its inputs/outputs first
+    partitioners = cfg.partitioners()
+    if job.get("describe"):
+        partitioners = [_Recording(partitioners[0], job["describe"]), *partitioners[1:]] if partitioners else []
     # ExecuTorch's default edge compile config, as the fixtures and reports have always been built
-    edge = to_edge_transform_and_lower(ep, partitioner=cfg.partitioners(), generate_etrecord=True)
+    edge = to_edge_transform_and_lower(ep, partitioner=partitioners, generate_etrecord=bool(job.get("etrecord")))
+    if job.get("describe"):
+        _describe_delegates(edge.exported_program(), job["describe"])
     et = edge.to_executorch()
     with open(job["pte"], "wb") as f:
         f.write(et.buffer)
+    if not job.get("etrecord"):
+        return
     record = et.get_etrecord()
     if job.get("representative_inputs"):
         record.update_representative_inputs([tuple(torch.load(job["representative_inputs"], weights_only=True))])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph import Exposure, instrument
+from .graph import Exposure, instrument, value_of
 
 __all__ = ["bisect_first_crossing"]
 
@@ -45,7 +45,7 @@ def bisect_first_crossing(cycles: Any, src: Any, exposures: list[Exposure], rows
         prefix = [copy.copy(e) for e in order[:k + 1]]
         gm, _n = instrument(src, prefix)
         try:
-            outs, _edge = cycles(gm, f"bisect probe {len(probes) + 1}: values 0..{k}")
+            outs, _where = cycles(gm, f"bisect probe {len(probes) + 1}: values 0..{k}")
         except Exception as exc:  # noqa: BLE001 - a probe that cannot be built counts as not crossing
             probes.append({"upto": order[k].node, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
             cache[k] = False
@@ -55,8 +55,8 @@ def bisect_first_crossing(cycles: Any, src: Any, exposures: list[Exposure], rows
         first = None
         for i, e in enumerate(prefix):
             ref = float_values.get(e.float_node) if e.float_node else None
-            ref = sim[e.output_index] if ref is None else ref
-            if comparator.crosses(float(comparator.element_compare(ref, outs[e.output_index])), threshold):
+            ref = value_of(e, sim) if ref is None else ref
+            if comparator.crosses(float(comparator.element_compare(ref, value_of(e, outs))), threshold):
                 first = i
                 break
         probes.append({"upto": order[k].node, "values": k + 1, "first_crossing": None if first is None

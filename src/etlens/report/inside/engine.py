@@ -22,8 +22,11 @@ When a build with all exposures fails to lower or run, the exposures are split i
 half is built on its own, down to single values; a value that cannot be exposed alone is listed in
 ``method["unexposed"]`` with the error.
 
-All lowering and running goes through :func:`etlens.report.pipeline.lower` and
-:func:`~etlens.report.pipeline.run_with_etdump` (no direct runtime calls here).
+All lowering and running happens in one child process, a
+:class:`~etlens.passes.runner.NativeWorker` (``import torch`` + executorch paid once for every
+cycle; a native abort fails a cycle, never the user's process). The worker records each program
+output's edge name at partition time, so a backend error naming a node ("Output node
+'aten__softmax_default' is already in the inputs") maps exactly to the exposure to drop.
 
 Example::
 
@@ -43,7 +46,7 @@ import time
 from typing import Any
 
 from ...errors import EtlensError
-from .graph import Exposure, capture, instrument, plan
+from .graph import Exposure, capture, instrument, plan, value_of
 from .result import InsideResult
 
 __all__ = ["inside_delegates", "rethreshold", "METRICS"]
@@ -68,47 +71,57 @@ def _flat(outputs: Any) -> list:
 
 
 class _Cycles:
-    """Lower + run cycles, counted and timed, with a progress bar."""
+    """Lower + run cycles in one :class:`~etlens.passes.runner.NativeWorker` child, counted, timed, with a bar.
 
-    def __init__(self, backend: Any, inputs: tuple, bar: Any) -> None:
-        self.backend, self.inputs, self.bar = backend, inputs, bar
-        self.count, self.seconds = 0, 0.0
+    Each cycle exports the graph here (torch only), saves it, and has the worker lower it for the
+    backend and run it once (no ETRecord, no ETDump: the values come back as program outputs). The
+    worker pays ``import torch`` + executorch once for all cycles; a native abort fails one cycle
+    (an :class:`~etlens.errors.EtlensError`), never this process.
+    """
+
+    def __init__(self, backend: Any, inputs: tuple, bar: Any, *, quantized: bool, verbose: bool = False) -> None:
+        from ...passes.runner import NativeWorker
+
+        self.backend, self.inputs, self.bar, self.quantized = backend, inputs, bar, quantized
+        self.count, self.seconds, self.each = 0, 0.0, []
         self.dir = tempfile.mkdtemp(prefix="etlens-inside-")
+        self.worker = NativeWorker(verbose=verbose)
 
-    def __call__(self, gm: Any, label: str) -> tuple[list, Any]:
-        """Lower ``gm`` and run it once; return ``(flat outputs, edge program manager)``."""
-        from ..pipeline import lower, run_with_etdump
+    def __call__(self, gm: Any, label: str) -> tuple[list, list[tuple[bool, str | None, int | None]]]:
+        """Lower ``gm`` and run it once; return ``(flat outputs, where each output was computed)``.
+
+        ``where``: per output ``(inside a delegate, backend id, delegate index)``. A failure raises
+        the worker's :class:`~etlens.passes.runner.NativeStageError`, whose ``details`` name the
+        program's outputs as the backend's error messages do.
+        """
+        import torch
 
         self.bar.set_postfix_str(label)
         start = time.perf_counter()
         self.count += 1
         try:
-            _ep, edge, et = lower(gm, self.inputs, quant=False, backend=self.backend)
-            outs = run_with_etdump(et.buffer, self.inputs, 1, os.path.join(self.dir, f"c{self.count}.etdp"), None)
+            try:
+                ep = torch.export.export(gm, self.inputs)
+            except Exception as exc:  # noqa: BLE001 - export errors come in many types
+                raise EtlensError(f"inside-delegates: torch.export of the {label} failed ({type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
+            path = os.path.join(self.dir, f"c{self.count}.pt2")
+            torch.export.save(ep, path)
+            outs, info = self.worker.lower_and_run(path, self.inputs, backend=self.backend.name, describe=True,
+                                                   load_quantized_kernels=self.quantized)
+            os.remove(path)
         finally:
-            self.seconds += time.perf_counter() - start
+            self.each.append(round(time.perf_counter() - start, 3))
+            self.seconds += self.each[-1]
             self.bar.update(1)
-        return _flat(outs), edge
+        where = [(o.get("backend") is not None, o.get("backend"), o.get("delegate")) for o in info.get("outputs", [])]
+        return _flat(outs), where
 
+    def close(self) -> None:
+        import shutil
 
-def _where(edge: Any) -> list[tuple[bool, str | None, int | None]]:
-    """For each program output: ``(inside a delegate, backend id, delegate index)``."""
-    gm = edge.exported_program().graph_module
-    delegates = [n for n in gm.graph.nodes if n.op == "call_function" and "executorch_call_delegate" in str(n.target)]
-    index = {n.name: i for i, n in enumerate(delegates)}
-    out_node = next(n for n in gm.graph.nodes if n.op == "output")
-    args = out_node.args[0]
-    args = list(args) if isinstance(args, (list, tuple)) else [args]
-    where = []
-    for a in args:
-        src = a.args[0] if getattr(a, "op", None) == "call_function" and a.args and \
-            getattr(a.args[0], "name", None) in index else None
-        if src is None:
-            where.append((False, None, None))
-            continue
-        lowered = getattr(gm, src.args[0].target, None)
-        where.append((True, str(getattr(lowered, "backend_id", "delegate")), index[src.name]))
-    return where
+        self.worker.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _metrics(comparators: list, ref: Any, out: Any) -> dict[str, float]:
@@ -122,51 +135,69 @@ def _metrics(comparators: list, ref: Any, out: Any) -> dict[str, float]:
     return vals
 
 
-def _named_in_error(exc: Exception, exposures: list[Exposure], src: Any) -> list[Exposure]:
-    """Exposures an edge-dialect node name in the error points at (``'aten_add_tensor_3'``,
-    ``'quantized_decomposed_quantize_per_tensor_default_7'``).
+def _named_in_error(exc: Exception, exposures: list[Exposure]) -> list[Exposure]:
+    """The exposures whose program output the backend's error names, mapped exactly.
 
-    The backend names the node it refuses (XNNPACK: "Output node 'aten_add_tensor' is already in the
-    inputs"). Edge names are ``aten_<op>_<overload>[_<n>]``: the ``n``-th node (0 without a suffix)
-    calling ``aten.<op>.<overload>``; edge passes may drop earlier ones, so we take the first exposed
-    such node at or after position ``n`` of the source graph. A wrong guess costs one more cycle and
-    the same error, which then names the next one.
+    A backend names the node it refuses by its edge dialect name (XNNPACK: "Output node
+    'aten__softmax_default' is already in the inputs"). The worker recorded, at partition time,
+    each program output's edge name and its inputs' names (``exc.details``): an exposure is named
+    when its output is the named node, or the value a ``dequantize`` output exposes (the int8
+    values leave through one). A named node that is no exposure's output (a value the exposures
+    only disturb) names nothing: the caller then splits the exposures in halves, which never drops
+    an innocent value. Known limit: the backend names the node as the delegate's subgraph does,
+    and torch.fx renumbers names there (GPT-2's ``aten_add_tensor_1`` is refused as
+    ``aten_add_tensor``): a name no output carries is then matched without its counter, but only
+    when a single exposure has that base name (MobileViT's second ``softmax``); otherwise it names
+    nothing (halving). Rarely, a renumbered name equals another exposure's and is mistaken for it.
     """
     import re
 
-    by_target: dict[str, list[str]] = {}
-    for node in src.graph.nodes:
-        if node.op == "call_function":
-            by_target.setdefault(str(node.target).lower(), []).append(node.name)
-    mine = {e.node: e for e in exposures}
-    out: list[Exposure] = []
-    for name in re.findall(r"'((?:aten|quantized_decomposed)_[A-Za-z0-9_]+)'", str(exc)):
-        m = re.match(r"(aten|quantized_decomposed)_(.+?)_([a-z]+)(?:_(\d+))?$", name)
-        if not m:
-            continue
-        nodes = by_target.get(f"{m.group(1)}.{m.group(2)}.{m.group(3)}", [])
-        # edge passes only remove such nodes before it (int arithmetic, no-ops), so it is the k-th or later
-        later = [mine[n] for n in nodes[int(m.group(4) or 0):] if n in mine and mine[n] not in out]
-        out.extend(later[:1])
-    return out
+    outputs = (getattr(exc, "details", {}) or {}).get("outputs") or []
+    names = set(re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", str(exc)))
+    named: list[Exposure] = []
+    by_base: dict[str, list[Exposure]] = {}
+    for e in exposures:
+        rec = outputs[e.output_index] if 0 <= e.output_index < len(outputs) else {}
+        via = rec.get("args", [])[:1] if "dequantize" in rec.get("target", "") else []
+        if names & {rec.get("name"), *via}:
+            named.append(e)
+        for n in {rec.get("name"), *via} - {None}:
+            by_base.setdefault(_base(n), []).append(e)
+    if named:
+        return named
+    # the subgraph renumbered the name: trust it only when one exposure has that base name
+    for n in sorted(names):
+        if len(by_base.get(_base(n), [])) == 1:
+            named.append(by_base[_base(n)][0])
+    return named
+
+
+def _base(name: str) -> str:
+    """``aten__softmax_default_1`` -> ``aten__softmax_default`` (torch.fx's counter dropped)."""
+    import re
+
+    return re.sub(r"_\d+$", "", name)
 
 
 def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[dict]) -> list[tuple]:
     """Lower + run with ``exposures`` exposed; on failure drop what the error names, else split in halves.
 
     Returns ``[(exposures, instrumented graph, n_original_outputs, outputs, where)]`` for every
-    build that worked; exposures that fail alone (or that the backend's error names) go to ``failed``.
+    build that worked; exposures that fail alone (or that the backend's error points at, see
+    :func:`_named_in_error`) go to ``failed`` with the error and how they were identified.
     """
     gm, n_orig = instrument(src, exposures)
     try:
-        outs, edge = cycles(gm, f"instrumented build ({len(exposures)} values)")
-        return [(list(exposures), gm, n_orig, outs, _where(edge))]
-    except Exception as exc:  # noqa: BLE001 - lowering/running errors of any kind: isolate the culprit
+        outs, where = cycles(gm, f"instrumented build ({len(exposures)} values)")
+        return [(list(exposures), gm, n_orig, outs, where)]
+    except EtlensError as exc:  # lowering/running refused: isolate the culprit
         first_line = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-        named = _named_in_error(exc, exposures, src) if len(exposures) > 1 else []
+        named = _named_in_error(exc, exposures) if len(exposures) > 1 else []
         if len(exposures) == 1 or named:
+            how = "alone" if len(exposures) == 1 else "named by the error"
             for e in (named or exposures):
-                failed.append({"node": e.node, "aot_ops": e.ops, "error": f"{type(exc).__name__}: {first_line}"})
+                failed.append({"node": e.node, "aot_ops": e.ops, "error": f"{type(exc).__name__}: {first_line}",
+                               "identified": how})
             rest = [e for e in exposures if e not in named]
             return _build(cycles, src, rest, failed) if named and rest else []
         half = len(exposures) // 2
@@ -224,7 +255,7 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
 
     probes = max(1, len(exposures)).bit_length() + 1 if bisect else 0
     pbar = bar(total=1 + int(observe) + probes, desc="inside delegates", unit="lower+run", enabled=progress)
-    cycles = _Cycles(cfg, inputs, pbar)
+    cycles = _Cycles(cfg, inputs, pbar, quantized=quantize)
     try:
         prod_outs = cycles(src, "production program")[0] if observe else None
         plain_seconds = cycles.seconds if observe else None
@@ -239,7 +270,7 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
         result.method = {
             "name": "instrumented-outputs", "cycles": cycles.count, "builds": len(builds),
             "instrumented_seconds": cycles.seconds - (plain_seconds or 0.0), "plain_seconds": plain_seconds,
-            "exposed": sum(len(b[0]) for b in builds), "unexposed": failed,
+            "exposed": sum(len(b[0]) for b in builds), "unexposed": failed, "cycle_seconds": cycles.each,
             "exact": "values are the backend's outputs for each exposed op; fusions across an exposed value "
                      "are split (see observer_effect)",
         }
@@ -250,6 +281,7 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
                                                   quantize)
             result.method["cycles"] = cycles.count
     finally:
+        cycles.close()
         pbar.close()
     return result
 
@@ -264,14 +296,14 @@ def _rows(builds: list[tuple], inputs: tuple, float_values: dict, handle_of: dic
             ref_outs = _flat(gm(*inputs))
         for e in exposures:
             idx = e.output_index
-            value = outs[idx]
+            value = value_of(e, outs)
             inside, backend_id, delegate = where[idx] if idx < len(where) else (False, None, None)
             float_ref = float_values.get(e.float_node) if e.float_node else None
             metrics: dict[str, Any] = {}
             if float_ref is not None:
                 metrics["float"] = _metrics(cmps, float_ref, value)
             if quantized:
-                metrics["qdq_simulated"] = _metrics(cmps, ref_outs[idx], value)
+                metrics["qdq_simulated"] = _metrics(cmps, value_of(e, ref_outs), value)
             gap = metrics.get("float", {}).get(primary.name)
             kernel_gap = metrics.get("qdq_simulated", {}).get(primary.name)
             crosses = bool(threshold is not None and gap is not None and primary.crosses(gap, threshold))

@@ -10,11 +10,13 @@ rules, each one a way upstream's tap breaks that we avoid:
   in XNNPACK Delegate"). An op whose only user is an activation the backend fuses (``relu``,
   ``hardtanh``, ``clamp``) is folded into the activation's group, so the fusion survives.
 * **int8 (pt2e)**: the value the backend keeps between two quantized ops is the int8 output of a
-  ``quantize`` node. We expose it through a *second* ``dequantize`` that only the graph output
-  uses — exposing the ``dequantize`` a quantized op consumes makes XNNPACK fold it into that op and
-  return zeros. The group is the float-graph ops between the previous quantization boundary and
-  this one (``linear`` + ``relu`` for a fused quantized linear); ops that run in float between
-  ``dequantize`` and the next ``quantize`` (``softmax`` …) are exposed as in fp32.
+  ``quantize`` node. We return that int8 tensor itself and dequantize it here (exact: ``(q - zp)
+  * scale``), so no extra node is left for the partitioner to place. Exposing the ``dequantize``
+  a quantized op consumes makes XNNPACK fold it into that op and return zeros; a second
+  ``dequantize`` only for the output is the fallback when the scale is not a constant. The group
+  is the float-graph ops between the previous quantization boundary and this one (``linear`` +
+  ``relu`` for a fused quantized linear); ops that run in float between ``dequantize`` and the
+  next ``quantize`` (``softmax`` …) are exposed as in fp32.
 * values already returned by the program are not exposed twice; non-float values (token ids,
   masks) and multi-output ops (their ``getitem`` children are exposed instead) are skipped.
 
@@ -28,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Exposure", "plan", "instrument", "capture", "node_module_path", "node_source_line", "VIEW_LIKE",
+__all__ = ["Exposure", "plan", "instrument", "capture", "value_of", "node_module_path", "node_source_line", "VIEW_LIKE",
            "FUSED_ACTIVATIONS"]
 
 #: ops whose output is their input's data (or a no-op): nothing new to compare, and exposing one
@@ -224,7 +226,14 @@ def instrument(gm: Any, exposures: list[Exposure]) -> tuple[Any, int]:
     extra: list = []
     for e in exposures:
         node = by_name[e.node]
-        if e.quantized:
+        scale, zero = (node.args[1:3] if len(node.args) >= 3 else (None, None)) if e.quantized else (None, None)
+        if e.quantized and isinstance(scale, float) and isinstance(zero, int) and node.name not in index_of:
+            # the int8 value itself leaves the partition that computed it (no extra node for the
+            # partitioner to place); the parent dequantizes it exactly (see :func:`value_of`)
+            e.meta["dequantize"] = (scale, zero)
+            e.output_index = len(originals) + len(extra)
+            extra.append(node)
+        elif e.quantized:
             with graph.inserting_after(node):
                 qargs = list(node.args)
                 # quantize(x, scale, zp, qmin, qmax, dtype) -> dequantize(q, scale, zp, qmin, qmax, dtype)
@@ -244,6 +253,17 @@ def instrument(gm: Any, exposures: list[Exposure]) -> tuple[Any, int]:
     graph._codegen = torch.fx.graph.CodeGen()
     new.recompile()
     return new, len(originals)
+
+
+def value_of(e: Exposure, outputs: list) -> Any:
+    """The float value of exposure ``e`` among a program's ``outputs`` (an int8 one dequantized exactly)."""
+    import torch
+
+    value = outputs[e.output_index]
+    if "dequantize" in e.meta:
+        scale, zero = e.meta["dequantize"]
+        return (torch.as_tensor(value).to(torch.float32) - zero) * scale
+    return value
 
 
 def capture(gm: Any, inputs: tuple, names: set[str] | None = None) -> dict[str, Any]:
