@@ -31,7 +31,7 @@ def _record_delegation(result: dict):
 
     ``to_executorch`` later rewrites the same program in place (memory planning adds ``alloc``
     nodes), so the reference is computed inside ``to_edge_transform_and_lower``'s return. Only a call
-    with a partitioner is the lowering: the pass tracer also calls it without one to show the edge
+    that passes ``partitioner=`` is the lowering: the pass tracer also calls it without one to show the edge
     graph, and that program has no delegates at all (recording it gave "0 delegated subgraphs").
     """
     import executorch.exir as exir
@@ -40,7 +40,7 @@ def _record_delegation(result: dict):
 
     def lowered(*args, **kwargs):
         edge = original(*args, **kwargs)
-        if not kwargs.get("partitioner"):
+        if "partitioner" not in kwargs:  # the tracer's edge-only call (portable passes an empty list)
             return edge
         from executorch.devtools.backend_debug import get_delegation_info
 
