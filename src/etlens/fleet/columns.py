@@ -31,7 +31,10 @@ Columns (see :data:`COLUMNS`, in this order, then any extra ``--meta`` keys):
 
 from __future__ import annotations
 
-__all__ = ["COLUMNS", "META_COLUMNS", "STRING", "arrow_schema", "writer_options", "PART_GLOB", "ROW_GROUP"]
+from typing import Any
+
+__all__ = ["COLUMNS", "META_COLUMNS", "STRING", "arrow_schema", "writer_options", "PART_GLOB", "ROW_GROUP",
+           "occurrences"]
 
 STRING = "string"
 
@@ -99,3 +102,17 @@ def writer_options(schema, compression: str = "zstd") -> dict:
         "write_statistics": [n for n in names if n not in event_strings],
         "write_batch_size": 1 << 16,     # values encoded per batch (pyarrow's 1024 costs ~8 % more time)
     }
+
+
+def occurrences(names: Any, attrs: Any) -> Any:
+    """``occurrence`` column of one block: how many earlier events share this event's name, debug handles
+    and module path (0 for the first), so repeated ops of one module stay apart when runs are compared."""
+    import numpy as np
+
+    seen: dict[tuple, int] = {}
+    occ = np.zeros(len(names), np.int32)
+    for i, name in enumerate(names):
+        key = (name, attrs[i][0], attrs[i][2])
+        occ[i] = seen.get(key, 0)
+        seen[key] = occ[i] + 1
+    return occ

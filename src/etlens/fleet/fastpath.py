@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import FormatError
 from ..model.events import TimeScale, calculate_time_scale_factor
-from .columns import COLUMNS, arrow_schema
+from .columns import COLUMNS, arrow_schema, occurrences
 
 __all__ = ["fast_rows", "durations_ms", "clear_caches"]
 
@@ -189,12 +189,7 @@ def _static(blocks: list[_Block], attrs_of: list[list[tuple]] | None) -> _Static
             "delegate_debug_id": [None if d is None else str(d) for d in b.delegate_ids],
             "debug_handles": [a[0] for a in attrs], "op_types": [a[1] for a in attrs],
             "module_path": [a[2] for a in attrs], "node": [a[3] for a in attrs], "backend": [a[4] for a in attrs]}
-        seen: dict[tuple, int] = {}
-        occ = np.zeros(n, np.int32)
-        for i in range(n):
-            key = (b.names[i], attrs[i][0], attrs[i][2])
-            occ[i] = seen.get(key, 0)
-            seen[key] = occ[i] + 1
+        occ = occurrences(b.names, attrs)
         ev = np.tile(blk.rows, k)
         for c in _STATIC_STRINGS:
             ids[c].append(ev + len(values[c]))         # into the file's value list of the column

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..errors import EtlensError, MissingDataError
-from .columns import COLUMNS, META_COLUMNS, ROW_GROUP, arrow_schema, writer_options
+from .columns import COLUMNS, META_COLUMNS, ROW_GROUP, arrow_schema, occurrences, writer_options
 
 __all__ = ["CollectResult", "collect", "find_etdumps", "dump_rows", "reference_rows", "model_id",
            "ETDUMP_SUFFIXES"]
@@ -187,12 +187,7 @@ def reference_rows(path: str, record: Any = None, meta: dict[str, str | None] | 
         attrs = attrs_of[bi] if has_record else [(None, None, None, None, None)] * n
         dids = [None if d is None else str(d) for d in b.delegate_ids]
         backends = [a[4] for a in attrs]
-        seen: dict[tuple, int] = {}
-        occ = np.zeros(n, np.int32)
-        for i in range(n):
-            key = (b.names[i], attrs[i][0], attrs[i][2])
-            occ[i] = seen.get(key, 0)
-            seen[key] = occ[i] + 1
+        occ = occurrences(b.names, attrs)
         ev = np.tile(rows, k)                                   # run-major: run 0's events, run 1's …
         run_of = np.repeat(np.asarray(b.runs, np.int32), rows.size)
         col = np.repeat(np.arange(k), rows.size)
