@@ -212,7 +212,7 @@ def test_public_api_is_pinned(committed):
 
     assert sorted(etrecord.__all__) == ["EDGE_PREFIX", "ETRecord", "EXPORTED_PROGRAM", "IDENTIFIER", "read"]
     assert sorted(exported.__all__) == ["ExportedArtifact", "graph_from_exported_program", "graph_from_graph_module",
-                                        "read", "read_object"]
+                                        "load_exported_program", "read", "read_object", "spec_type_names"]
     rec = read(committed["mlp_portable"].etrecord)
     for name in ("stages", "debug_handle_map", "delegate_map", "instruction_id_to_num_outs_map", "export_graph_id",
                  "representative_inputs", "reference_outputs", "graphs", "graph", "summary", "load_exported_program",
