@@ -459,23 +459,17 @@ def _readable(target: str) -> str:
 
 def _fx_written_later(gm: Any) -> set[str]:
     """Names of the FX nodes whose value a later in-place op overwrites (directly or through views)."""
-    from .jsonrun import alias_args
+    from .jsonrun import written_later
 
-    written: set[str] = set()
-    for node in reversed(list(gm.graph.nodes)):
-        if node.op != "call_function":
-            continue
-        w, v = alias_args(node.target)
-        if not w and not (v and node.name in written):
-            continue
+    def bound(node: Any) -> dict[str, list[str]]:
         schema_args = getattr(getattr(node.target, "_schema", None), "arguments", [])
-        bound = dict(zip((a.name for a in schema_args), node.args))
-        bound.update(node.kwargs)
-        for name, arg in bound.items():
-            if name in w or (node.name in written and name in v):
-                written.update(a.name for a in (arg if isinstance(arg, (list, tuple)) else [arg])
-                               if hasattr(a, "op"))
-    return written
+        args = dict(zip((a.name for a in schema_args), node.args))
+        args.update(node.kwargs)
+        return {k: [a.name for a in (v if isinstance(v, (list, tuple)) else [v]) if hasattr(a, "op")]
+                for k, v in args.items()}
+
+    return written_later([(n.name, n.target, lambda n=n: bound(n))
+                          for n in gm.graph.nodes if n.op == "call_function"])
 
 
 def _capture_fx(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bool] | None) -> Capture:

@@ -29,7 +29,8 @@ from typing import Any, Callable
 from ..record import EtlensRecordLike, Record
 from ...schema.export import EXPORT_DTYPES, EXPORT_LAYOUTS, EXPORT_MEMORY_FORMATS
 
-__all__ = ["JsonProgram", "JsonNode", "Unsupported", "alias_args", "parse_handle", "parse_module_stack"]
+__all__ = ["JsonProgram", "JsonNode", "Unsupported", "alias_args", "parse_handle", "parse_module_stack",
+           "written_later"]
 
 
 class Unsupported(Exception):
@@ -352,18 +353,27 @@ def alias_args(fn: Any) -> tuple[set[str], set[str]]:
     return written, viewed
 
 
-def _written_later(nodes: list[JsonNode], ops: dict[str, Any]) -> set[str]:
-    """Names of the values some in-place op overwrites after they were computed, directly or
-    through a chain of views (walked backwards, so a view's source is marked too)."""
+def written_later(steps: list[tuple[str, Any, Callable[[], dict[str, list[str]]]]]) -> set[str]:
+    """Names of the values some in-place op overwrites after they were computed, directly or through a
+    chain of views (walked backwards, so a view's source is marked too).
+
+    ``steps``: the program's ops in order, each ``(value name, op, thunk -> {argument name: [value
+    names]})``; the thunk is only called for the ops that write or view, so the walk stays cheap.
+    """
     written: set[str] = set()
-    for node in reversed(nodes):
-        w, v = alias_args(ops[node.target])
-        if not w and not (v and node.name in written):
+    for name, fn, bound in reversed(steps):
+        w, v = alias_args(fn)
+        if not w and not (v and name in written):
             continue
-        for a in node.inputs:
-            if a["name"] in w or (node.name in written and a["name"] in v):
-                written.update(_input_names([a]))
+        for arg, values in bound().items():
+            if arg in w or (name in written and arg in v):
+                written.update(values)
     return written
+
+
+def _written_later(nodes: list[JsonNode], ops: dict[str, Any]) -> set[str]:
+    return written_later([(n.name, ops[n.target], lambda n=n: {a["name"]: _input_names([a]) for a in n.inputs})
+                          for n in nodes])
 
 
 def _first_output_name(node: dict) -> str:
