@@ -87,3 +87,19 @@ def test_a_type_that_cannot_be_imported_is_named(saved):
     assert got["error"] == "FormatError"
     assert "outpkg.types.Out" in got["message"] and "install outpkg" in got["message"]
     assert str(saved / "m.pt2") in got["message"]
+
+
+def test_hostile_type_names_import_nothing_and_are_named(saved, tmp_path):
+    """A spec naming a module that is not installed (or a non-identifier) imports nothing; the error names it."""
+    import zipfile
+
+    src, dst = saved / "m.pt2", tmp_path / "hostile.pt2"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename.endswith("models/model.json"):
+                data = data.replace(b"outpkg.types.Out", b"nosuchpkg_x.evil.Out")
+            zout.writestr(item, data)
+    got = _load_in_fresh_process(str(dst), str(saved))
+    assert got["error"] == "FormatError"
+    assert "nosuchpkg_x.evil.Out" in got["message"] and "not installed" in got["message"]
