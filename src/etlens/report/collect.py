@@ -191,8 +191,19 @@ def _numerics(data: ReportData, inspector, metric: str, threshold: float | None)
     data.unpaired_df = analysis.explain_unpaired()
     similarity = bool(getattr(get_comparator(metric), "higher_is_better", False))
     data.gap_higher_is_better = similarity
+    suspects = analysis.mispaired()
+    if suspects:
+        listed = "; ".join(f"{s['op']} (relative MSE {s['relative_mse']:.3g}; the runtime tensor equals "
+                           f"{s['equals']}'s output, {s['equals_relative_mse']:.1e})"
+                           for s in list(suspects.values())[:5])
+        data.notes.append(f"numerics: {len(suspects)} row(s) of the gap table compare a delegate's tensor with the "
+                          f"wrong reference op (ExecuTorch's positional rule): {listed}"
+                          f"{' …' if len(suspects) > 5 else ''}; left out of the worst gap, the overlay and the "
+                          f"first divergence")
     best = None
-    for gaps, ops in zip(gap_df["gap"], gap_df["aot_ops"]):
+    for i, (gaps, ops) in enumerate(zip(gap_df["gap"], gap_df["aot_ops"])):
+        if i in suspects:
+            continue
         vals = [float(g) for g in gaps]
         worst = min(vals) if similarity else max(vals)
         if best is None or (worst < best[0] if similarity else worst > best[0]) or math.isnan(worst):
@@ -206,7 +217,7 @@ def _numerics(data: ReportData, inspector, metric: str, threshold: float | None)
         threshold = max(best[0] * 0.01, _NOISE_FLOOR) if best[0] > _NOISE_FLOOR else None
     data.gap_threshold = threshold
     if threshold is not None:
-        data.divergence = analysis.first_divergence(threshold, metric)
+        data.divergence = analysis.first_divergence(threshold, metric, skip_rows=suspects)
     return analysis
 
 

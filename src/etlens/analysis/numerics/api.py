@@ -29,6 +29,12 @@ Deliberate differences from ExecuTorch (each has a test):
 * a group that cannot be compared (shapes that do not fit, several runtime events for one reference
   handle, a runtime event with fewer tensors than outputs) is reported by :func:`explain_unpaired`
   instead of raising and losing every other row;
+* when the reference output ExecuTorch's rule picks has another shape than the runtime tensor, the
+  one reference tensor of the group with exactly that shape is compared instead: the whole tensor an
+  op wrote in place through a view (``index[0].fill_(v)``; the runtime's functionalized
+  ``select_scatter``/``where`` logs the whole tensor; ExecuTorch broadcasts the row against it: BEiT's
+  relative position index reads MSE 808 for two equal tensors), or another op's output (a delegate
+  ending in a ``transpose``); ExecuTorch raises or broadcasts;
 * an empty result still has the columns.
 """
 
@@ -193,6 +199,10 @@ class NumericalAnalysis:
                                              f"{len(rt_out) if isinstance(rt_out, Sequence) else 1}; no "
                                              f"positional match"})
                     continue
+            else:
+                better = self._same_shape_reference(aot_handle, info, a, b)
+                if better is not None:
+                    a = aot_out = better
             todo.append((aot_handle, aot_out, rt_handle, rt_out, info, a, b))
         batch = getattr(comparator, "compare_batch", None)
         single = [(a, b) if not isinstance(a, Sequence) and not isinstance(b, Sequence) else (None, None)
@@ -220,6 +230,35 @@ class NumericalAnalysis:
             infos.append(info)
         return rows, infos, errors
 
+    def _same_shape_reference(self, aot_handle: tuple, info: PairInfo | None, a: Any, b: Any) -> Any:
+        """A reference tensor of exactly the runtime tensor's shape when the chosen one has another shape.
+
+        Looked for, in this order, in the group and kept only when there is exactly one:
+
+        * the whole tensor the chosen op wrote in place through a view (:attr:`Capture.bases`):
+          ``index[0].fill_(v)`` returns the row, but the runtime runs the functionalized program
+          (``select_scatter``/``where``), which returns and logs the whole updated ``index``;
+        * the output of another reference op of the group (a delegate that ends in a ``transpose`` logs
+          its result; ExecuTorch's rule picks the ``view`` before it, ``(1, 16, 4, 48)`` against
+          ``(1, 4, 16, 48)``).
+
+        Comparing the chosen tensor would broadcast one shape against the other, or read a transposed
+        tensor in memory order, and report a gap that is not there. ``None``: keep the chosen one.
+        """
+        shape_b = getattr(b, "shape", None)
+        shape_a = getattr(a, "shape", None)
+        if shape_a is None or shape_b is None or tuple(shape_a) == tuple(shape_b):
+            return None
+        chosen = info.aot_handle if info is not None else aot_handle
+        base = self.capture.bases.get(chosen)
+        if base is not None and tuple(base.shape) == tuple(shape_b):
+            return base
+        handles = info.aot_handles if info is not None else []
+        found = [out for h in handles if h != chosen
+                 for out in [self.capture.outputs.get(h)] if getattr(out, "shape", None) is not None
+                 and tuple(out.shape) == tuple(shape_b) and out.dtype == b.dtype]
+        return found[0] if len(found) == 1 else None
+
     def gap_table(self, distance: Any = "MSE", multi_output: bool = False):
         """The gap DataFrame for ``distance`` (a metric name or a comparator instance).
 
@@ -245,18 +284,20 @@ class NumericalAnalysis:
         return df
 
     # -- first divergence -----------------------------------------------------------------------
-    def first_divergence(self, threshold: float, metric: Any = "MSE", multi_output: bool = False) -> Divergence | None:
+    def first_divergence(self, threshold: float, metric: Any = "MSE", multi_output: bool = False,
+                         skip_rows: Any = ()) -> Divergence | None:
         """The earliest compared op, in reference-graph order, whose gap crosses ``threshold``.
 
         "Crosses" means above the threshold for distances (MSE, L1, max_abs) and below it for
         similarities (SNR in dB, cosine). A NaN gap always crosses. Returns ``None`` when no op does.
+        ``skip_rows``: row indices of the gap table not to consider (e.g. :meth:`mispaired`'s).
         """
         comparator = get_comparator(metric, self.inspector)
         rows, infos, _ = self._rows(comparator, multi_output)
         crosses = getattr(comparator, "crosses", None) or (lambda g, t: _crosses(comparator, g, t))
         best: tuple | None = None
         for i, (row, info) in enumerate(zip(rows, infos)):
-            if not any(crosses(float(g), threshold) for g in row["gap"]):
+            if i in skip_rows or not any(crosses(float(g), threshold) for g in row["gap"]):
                 continue
             node = self._compared_node(info, row)
             order = node.order if node is not None else 1 << 60
@@ -273,6 +314,40 @@ class NumericalAnalysis:
             module_path=node.module_path if node else None, module_type=node.module_type if node else None,
             stack_trace=node.stack_trace if node else None)
 
+    def mispaired(self, multi_output: bool = False) -> dict[int, dict]:
+        """Rows whose runtime tensor is, to float rounding, another reference op's output of the same group.
+
+        ExecuTorch's rule pairs a delegate's logged tensors with the group's reference ops by position
+        in the merged handle tuple, which is not always the order the delegate wrote them: ConvNeXt's
+        ``permute -> conv2d -> permute`` delegate logs the first permute's output, and the rule compares it
+        with the conv's (fp32 MSE 1.01 for a tensor that is exact). A row is listed when its relative MSE
+        (MSE over the runtime tensor's mean square) is above 1e-6 while another op of its group has the
+        runtime tensor's size and dtype and a relative MSE below 1e-10. The table keeps ExecuTorch's row;
+        this says which rows to distrust. ``{row index: {"op", "equals", "relative_mse", "equals_relative_mse"}}``.
+        """
+        comparator = get_comparator("MSE", self.inspector)
+        rows, infos, _ = self._rows(comparator, multi_output)
+        out: dict[int, dict] = {}
+        for i, (row, info) in enumerate(zip(rows, infos)):
+            a, b = row["aot_intermediate_output"], row["runtime_intermediate_output"]
+            if info is None or len(info.aot_handles) < 2 or not (_is_tensor(a) and _is_tensor(b)):
+                continue
+            chosen = _relative_mse(a, b)
+            if chosen is None or not chosen > 1e-6:
+                continue
+            for h in info.aot_handles:
+                other = self.capture.outputs.get(h)
+                if h == info.aot_handle or not _is_tensor(other) or other.dtype != b.dtype:
+                    continue
+                err = _relative_mse(other, b)
+                if err is not None and err < 1e-10:
+                    node = self._compared_node(info, row)
+                    out[i] = {"op": node.name if node else row["aot_ops"][-1],
+                              "equals": self.capture.last_node.get(h, "?"), "relative_mse": chosen,
+                              "equals_relative_mse": err}
+                    break
+        return out
+
     def _compared_node(self, info: PairInfo | None, row: dict):
         if info is not None:
             name = self.capture.last_node.get(info.aot_handle)
@@ -287,6 +362,21 @@ class NumericalAnalysis:
         from .explain import explain
 
         return explain(self, include_framework_events=include_framework_events, multi_output=multi_output)
+
+
+def _is_tensor(x: Any) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "numel")
+
+
+def _relative_mse(a: Any, b: Any) -> float | None:
+    """MSE of ``a`` against ``b`` over the mean square of ``b`` (memory order; None: sizes differ)."""
+    if a.numel() != b.numel() or a.numel() == 0 or a.is_complex() or b.is_complex():
+        return None
+    x = a.detach().reshape(-1).double()
+    y = b.detach().reshape(-1).double()
+    mse = float(((x - y) ** 2).mean())
+    scale = float((y ** 2).mean())
+    return mse / scale if scale > 0 else (0.0 if mse == 0 else float("inf"))
 
 
 def _crosses(comparator: Any, gap: float, threshold: float) -> bool:

@@ -304,6 +304,9 @@ class Capture:
     op_names: dict = field(default_factory=dict)  # handle tuple -> [node names]
     nodes: dict = field(default_factory=dict)  # node name -> RefNode (call_function nodes, no getitem)
     last_node: dict = field(default_factory=dict)  # handle tuple -> name of the node whose output is kept
+    #: handle tuple -> the whole tensor an in-place op wrote into through a view, right after the write
+    #: (``index[0].fill_(v)``: the runtime runs it functionalized and logs the whole updated tensor)
+    bases: dict = field(default_factory=dict)
     skipped: set = field(default_factory=set)  # handle tuples not stored because keep() said no
     #: which path ran the reference: :data:`RUNNER_JSON` or :data:`RUNNER_FX`
     runner: str = RUNNER_FX
@@ -410,8 +413,9 @@ def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bo
             cap.op_names.setdefault(key, []).append(node.name)
             cap.last_node[key] = node.name
     outputs, skipped, nodes = cap.outputs, cap.skipped, cap.nodes
+    writes: dict[str, bool] = {}
 
-    def on_node(node: Any, result: Any) -> None:
+    def on_node(node: Any, result: Any, overwritten: bool) -> None:
         info = nodes.get(node.name)
         key = info.handle if info is not None else None
         if key is None:
@@ -421,7 +425,10 @@ def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bo
         elif isinstance(result, (tuple, list)):
             outputs[key] = [r.detach() if isinstance(r, torch.Tensor) else r for r in result]
         else:
-            outputs[key] = result.detach() if isinstance(result, torch.Tensor) else result
+            outputs[key] = _own(result, overwritten)
+            if node.target not in writes:
+                writes[node.target] = _writes_in_place(prog.resolve(node.target))
+            _keep_base(cap, key, result, writes[node.target])
 
     from .jsonrun import Unsupported
 
@@ -457,13 +464,35 @@ def _readable(target: str) -> str:
     return "getitem" if target in ("_operator.getitem", "operator.getitem") else target
 
 
+def _own(result: Any, overwritten: bool) -> Any:
+    """What the capture keeps of one output: detached, and a copy when a later in-place op overwrites it
+    (``hidden += residual`` exports as ``add_`` on the value the residual's last op computed)."""
+    if not hasattr(result, "detach"):
+        return result
+    return result.detach().clone() if overwritten else result.detach()
+
+
+def _writes_in_place(fn: Any) -> bool:
+    from .jsonrun import alias_args
+
+    return bool(alias_args(fn)[0])
+
+
+def _keep_base(cap: Capture, key: tuple, result: Any, wrote: bool) -> None:
+    """Snapshot the whole tensor an in-place op just wrote through a view (see :attr:`Capture.bases`)."""
+    base = getattr(result, "_base", None) if wrote else None
+    if base is not None:
+        cap.bases[key] = base.detach().clone()
+
+
 def _fx_written_later(gm: Any) -> set[str]:
     """Names of the FX nodes whose value a later in-place op overwrites (directly or through views)."""
     from .jsonrun import written_later
 
     def bound(node: Any) -> dict[str, list[str]]:
-        schema_args = getattr(getattr(node.target, "_schema", None), "arguments", [])
-        args = dict(zip((a.name for a in schema_args), node.args))
+        schema_args = getattr(getattr(node.target, "_schema", None), "arguments", None)
+        names = [a.name for a in schema_args] if schema_args is not None else [str(i) for i in range(len(node.args))]
+        args = dict(zip(names, node.args))
         args.update(node.kwargs)
         return {k: [a.name for a in (v if isinstance(v, (list, tuple)) else [v]) if hasattr(a, "op")]
                 for k, v in args.items()}
@@ -512,8 +541,8 @@ def _capture_fx(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bool
                     if keep is not None and not keep(key):
                         skipped.add(key)
                     elif isinstance(result, torch.Tensor):
-                        # a copy when a later in-place op overwrites the value (``add_`` of a residual)
-                        outputs[key] = result.detach().clone() if n.name in written else result.detach()
+                        outputs[key] = _own(result, n.name in written)
+                        _keep_base(cap, key, result, _writes_in_place(n.target))
                     elif isinstance(result, (tuple, list)):
                         outputs[key] = [r.detach() if isinstance(r, torch.Tensor) else r for r in result]
                     else:

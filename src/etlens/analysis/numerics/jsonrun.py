@@ -15,7 +15,7 @@ Example::
 
     prog = JsonProgram.from_record(record, "exported_program")
     for node in prog.nodes: print(node.name, node.target)
-    outputs = prog.run(user_inputs, on_node=lambda node, value: ...)
+    prog.run(user_inputs, on_node=lambda node, value, overwritten: ...)
 """
 
 from __future__ import annotations
@@ -249,7 +249,8 @@ class JsonProgram:
             return _float(x)
         return x
 
-    def _resolve(self, target: str) -> Any:
+    def resolve(self, target: str) -> Any:
+        """The torch operator a serialized target names (``torch.ops.aten.add.Tensor``), or :class:`Unsupported`."""
         import torch
 
         if target in ("_operator.getitem", "operator.getitem"):
@@ -264,9 +265,10 @@ class JsonProgram:
         except (AttributeError, RuntimeError) as exc:
             raise Unsupported(f"operator {target!r} is not registered with torch ({exc})") from exc
 
-    def run(self, user_inputs: list, on_node: Callable[[JsonNode, Any], None] | None = None,
+    def run(self, user_inputs: list, on_node: Callable[[JsonNode, Any, bool], None] | None = None,
             keep: Callable[[str], bool] | None = None) -> None:
-        """Execute every node in order on ``user_inputs`` (flat list), calling ``on_node(node, result)``.
+        """Execute every node in order on ``user_inputs`` (flat list), calling ``on_node(node, result,
+        overwritten)``; ``overwritten``: a later in-place op writes ``result``'s memory (keep a copy).
 
         Values are dropped after their last use unless ``keep(name)`` says otherwise, so memory stays
         at the live set of the forward pass plus what ``on_node`` keeps.
@@ -286,7 +288,7 @@ class JsonProgram:
         ops = {}
         for node in self.nodes:
             if node.target not in ops:
-                ops[node.target] = self._resolve(node.target)
+                ops[node.target] = self.resolve(node.target)
         written = _written_later(self.nodes, ops) if on_node is not None else set()
         for i, node in enumerate(self.nodes):
             fn = ops[node.target]
@@ -299,8 +301,8 @@ class JsonProgram:
             self._bind(node, result, env)
             if on_node is not None:
                 # a value a later in-place op overwrites (``hidden += residual`` exports as ``add_``)
-                # is handed over as a copy, so what the caller keeps is the value this node computed
-                on_node(node, result.detach().clone() if node.name in written and hasattr(result, "clone") else result)
+                # must be copied by a caller that keeps it, to keep the value this node computed
+                on_node(node, result, node.name in written)
             for name in _input_names(node.inputs):
                 if last_use.get(name) == i and (keep is None or not keep(name)):
                     env.pop(name, None)
@@ -338,42 +340,77 @@ class JsonProgram:
 
 
 def alias_args(fn: Any) -> tuple[set[str], set[str]]:
-    """``(written, viewed)``: the argument names ``fn`` writes in place, and those its result is a view of.
+    """``(written, aliased)``: the argument names ``fn`` writes in place, and those its result shares memory with.
 
-    Read from the operator's schema (``Tensor(a!) self`` is written; ``Tensor(a) self -> Tensor(a)`` is
-    viewed); an op without a schema (``getitem``) neither writes nor views.
+    Read from the operator's schema: ``Tensor(a!) self`` is written; an argument whose alias set
+    (``a`` in ``Tensor(a) self -> Tensor(a)``, or ``a!`` of an in-place op) is also a return's is
+    aliased by the result. An op without a schema (``getitem``) neither writes nor aliases.
     """
+    if fn is operator.getitem:
+        return set(), {"*"}  # an element of a list of views (``unbind``, ``split``) is still a view
     schema = getattr(fn, "_schema", None)
     if schema is None:
         return set(), set()
     written = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
-    returns_alias = any(r.alias_info is not None for r in schema.returns)
-    viewed = {a.name for a in schema.arguments if returns_alias and a.alias_info is not None
-              and not a.alias_info.is_write}
-    return written, viewed
+    returned: set[str] = set()
+    for r in schema.returns:
+        if r.alias_info is not None:
+            # ``Tensor(a)[]`` keeps its set on the elements: the list aliases every annotated argument
+            returned.update(r.alias_info.before_set or {"*"})
+    aliased = {a.name for a in schema.arguments
+               if a.alias_info is not None and ("*" in returned or returned & set(a.alias_info.before_set))}
+    return written, aliased
 
 
 def written_later(steps: list[tuple[str, Any, Callable[[], dict[str, list[str]]]]]) -> set[str]:
-    """Names of the values some in-place op overwrites after they were computed, directly or through a
-    chain of views (walked backwards, so a view's source is marked too).
+    """Names of the values whose memory some in-place op overwrites after they were computed.
+
+    Values that share memory (a view and its base, two views of one base, an in-place op's result and
+    its target) share one *storage root*; a value is overwritten later when an in-place op after it
+    writes any value of its root. ``relative_coords[:, :, 0] += 6`` then ``relative_coords[:, :, 0] *= 13``
+    (BEiT's relative position index) overwrite ``add_``'s result through a sibling view.
 
     ``steps``: the program's ops in order, each ``(value name, op, thunk -> {argument name: [value
-    names]})``; the thunk is only called for the ops that write or view, so the walk stays cheap.
+    names]})``; the thunk is only called for the ops that write or alias, so the walk stays cheap.
+    Conservative: a write to any part of a base counts for every view of it.
     """
-    written: set[str] = set()
-    for name, fn, bound in reversed(steps):
-        w, v = alias_args(fn)
-        if not w and not (v and name in written):
-            continue
-        for arg, values in bound().items():
-            if arg in w or (name in written and arg in v):
-                written.update(values)
-    return written
+    root: dict[str, str] = {}
+    born: dict[str, int] = {}
+    last_write: dict[str, int] = {}
+    for i, (name, fn, bound) in enumerate(steps):
+        w, a = alias_args(fn)
+        mine = name
+        if w or a:
+            for arg, values in bound().items():
+                if arg in w:
+                    for value in values:
+                        last_write[root.get(value, value)] = i
+                if (arg in a or "*" in a) and values:
+                    mine = root.get(values[0], values[0])
+        root[name] = mine
+        born[name] = i
+    return {name for name, i in born.items() if last_write.get(root[name], -1) > i}
 
 
 def _written_later(nodes: list[JsonNode], ops: dict[str, Any]) -> set[str]:
-    return written_later([(n.name, ops[n.target], lambda n=n: {a["name"]: _input_names([a]) for a in n.inputs})
-                          for n in nodes])
+    steps: list = []
+    for n in nodes:
+        steps.append((n.name, ops[n.target], lambda n=n: {a["name"]: _input_names([a]) for a in n.inputs}))
+        # the other tensors a node returns (``unbind``'s pieces) are elements of its result
+        steps.extend((t, operator.getitem, lambda n=n: {"self": [n.name]})
+                     for t in _output_names(n.outputs) if t != n.name)
+    return written_later(steps)
+
+
+def _output_names(outputs: list) -> list[str]:
+    names = []
+    for o in outputs:
+        (kind, v), = o.items()
+        if kind == "as_tensor":
+            names.append(v["name"])
+        elif kind == "as_tensors":
+            names.extend(t["name"] for t in v)
+    return names
 
 
 def _first_output_name(node: dict) -> str:
