@@ -50,6 +50,22 @@ def assert_same_rows(et_df, ours_df, check_stacktraces: bool = True) -> None:
             assert o.stacktraces == a.stacktraces, i
 
 
+def lowered_artifacts(out, model, inputs, backend):
+    """Lower ``model`` with ``backend``, save its ETRecord (with the inputs), run once with a debug buffer."""
+    from types import SimpleNamespace
+
+    from etlens.report.pipeline import lower, run_with_etdump
+
+    _, _, et = lower(model, inputs, backend=backend)
+    art = SimpleNamespace(etrecord=str(out / "m.etrecord"), etdump=str(out / "m.etdp"),
+                          debug_buffer=str(out / "m.debug.bin"))
+    rec = et.get_etrecord()
+    rec.update_representative_inputs([inputs])
+    rec.save(art.etrecord)
+    run_with_etdump(et.buffer, inputs, 1, art.etdump, art.debug_buffer)
+    return art
+
+
 import pytest  # noqa: E402
 
 

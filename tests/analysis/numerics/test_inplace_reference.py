@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.analysis.numerics._et import assert_same_rows, inspectors
+from tests.analysis.numerics._et import assert_same_rows, inspectors, lowered_artifacts
 from tests.conftest import requires_executorch
 
 
@@ -41,20 +41,8 @@ def _residual():
 
 @pytest.fixture(scope="module")
 def residual_artifacts(tmp_path_factory):
-    from types import SimpleNamespace
-
-    from etlens.report.pipeline import lower, run_with_etdump
-
-    out = tmp_path_factory.mktemp("residual")
     model, inputs = _residual()
-    _, _, et = lower(model, inputs, backend="portable")
-    art = SimpleNamespace(etrecord=str(out / "m.etrecord"), etdump=str(out / "m.etdp"),
-                          debug_buffer=str(out / "m.debug.bin"))
-    rec = et.get_etrecord()
-    rec.update_representative_inputs([inputs])
-    rec.save(art.etrecord)
-    run_with_etdump(et.buffer, inputs, 1, art.etdump, art.debug_buffer)
-    return art
+    return lowered_artifacts(tmp_path_factory.mktemp("residual"), model, inputs, "portable")
 
 
 @requires_executorch

@@ -15,11 +15,11 @@ from tests.conftest import requires_executorch
 
 @pytest.fixture(scope="module")
 def convnext(tmp_path_factory):
-    from tests.analysis.numerics.test_view_writes import _artifacts
+    from tests.analysis.numerics._et import lowered_artifacts
     from tests.corpus.models import build
 
     model, inputs = build("convnext")
-    return _artifacts(tmp_path_factory.mktemp("convnext"), model, inputs, "xnnpack")
+    return lowered_artifacts(tmp_path_factory.mktemp("convnext"), model, inputs, "xnnpack")
 
 
 @requires_executorch

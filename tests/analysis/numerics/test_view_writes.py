@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.analysis.numerics._et import lowered_artifacts as _artifacts
 from tests.conftest import requires_executorch
 
 
@@ -46,21 +47,6 @@ def _relative_index():
 
     torch.manual_seed(0)
     return RelativeIndex().eval(), (torch.randn(17, 17),)
-
-
-def _artifacts(out, model, inputs, backend):
-    from types import SimpleNamespace
-
-    from etlens.report.pipeline import lower, run_with_etdump
-
-    _, _, et = lower(model, inputs, backend=backend)
-    art = SimpleNamespace(etrecord=str(out / "m.etrecord"), etdump=str(out / "m.etdp"),
-                          debug_buffer=str(out / "m.debug.bin"))
-    rec = et.get_etrecord()
-    rec.update_representative_inputs([inputs])
-    rec.save(art.etrecord)
-    run_with_etdump(et.buffer, inputs, 1, art.etdump, art.debug_buffer)
-    return art
 
 
 def _gaps(art):
