@@ -62,7 +62,8 @@ def test_cli_compare_json_and_gate(dataset, tmp_path, capsys):
     assert row["verdict"] == "regression" and row["ratio"] > 1 + EFFECT
     page = html.read_text()
     assert "<svg" in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
-    assert main(["compare", dataset, "--where", "build='n+1'", "--where", "build='n'", "--min-effect", str(EFFECT)]) == 0
+    swapped = ["compare", dataset, "--where", "build='n+1'", "--where", "build='n'", "--min-effect", str(EFFECT)]
+    assert main(swapped) == 0
 
 
 def test_compare_etdumps_directly(fleet):
