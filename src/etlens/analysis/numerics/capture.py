@@ -413,7 +413,6 @@ def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bo
             cap.op_names.setdefault(key, []).append(node.name)
             cap.last_node[key] = node.name
     outputs, skipped, nodes = cap.outputs, cap.skipped, cap.nodes
-    writes: dict[str, bool] = {}
 
     def on_node(node: Any, result: Any, overwritten: bool) -> None:
         info = nodes.get(node.name)
@@ -426,9 +425,7 @@ def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bo
             outputs[key] = [r.detach() if isinstance(r, torch.Tensor) else r for r in result]
         else:
             outputs[key] = _own(result, overwritten)
-            if node.target not in writes:
-                writes[node.target] = _writes_in_place(prog.resolve(node.target))
-            _keep_base(cap, key, result, writes[node.target])
+            _keep_base(cap, key, result, lambda: prog.resolve(node.target))
 
     from .jsonrun import Unsupported
 
@@ -472,16 +469,16 @@ def _own(result: Any, overwritten: bool) -> Any:
     return result.detach().clone() if overwritten else result.detach()
 
 
-def _writes_in_place(fn: Any) -> bool:
+def _keep_base(cap: Capture, key: tuple, result: Any, op: Callable[[], Any]) -> None:
+    """Snapshot the whole tensor an in-place op just wrote through a view (see :attr:`Capture.bases`).
+
+    ``op`` returns the node's operator; it is only asked for when the result is a view (rare), so the
+    schema is read for a handful of nodes, not for every node of the program.
+    """
     from .jsonrun import alias_args
 
-    return bool(alias_args(fn)[0])
-
-
-def _keep_base(cap: Capture, key: tuple, result: Any, wrote: bool) -> None:
-    """Snapshot the whole tensor an in-place op just wrote through a view (see :attr:`Capture.bases`)."""
-    base = getattr(result, "_base", None) if wrote else None
-    if base is not None:
+    base = getattr(result, "_base", None)
+    if base is not None and alias_args(op())[0]:
         cap.bases[key] = base.detach().clone()
 
 
@@ -542,7 +539,7 @@ def _capture_fx(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bool
                         skipped.add(key)
                     elif isinstance(result, torch.Tensor):
                         outputs[key] = _own(result, n.name in written)
-                        _keep_base(cap, key, result, _writes_in_place(n.target))
+                        _keep_base(cap, key, result, lambda: n.target)
                     elif isinstance(result, (tuple, list)):
                         outputs[key] = [r.detach() if isinstance(r, torch.Tensor) else r for r in result]
                     else:
