@@ -1,10 +1,11 @@
-"""``etlens compare A B``: per op and per module, B vs A with a statistical verdict; exit 2 on a regression."""
+"""``etlens compare A B``: per op and per module, B vs A with a statistical verdict; exit 3 on a regression."""
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 from ._common import add_command
+from .options import EXIT_OK, add_output, gate_failed, render_records
 
 
 def register(sub) -> None:
@@ -13,7 +14,8 @@ def register(sub) -> None:
         "etlens compare fleet --where \"build='n'\" --where \"build='n+1'\" --html cmp.html",
         description="A and B are ETDump files (with --etrecord-a/--etrecord-b) or a dataset directory with "
                     "--where filters (one DATASET and two --where, or DATASET_A DATASET_B). Ops are matched by "
-                    "debug handle, module path and name. Exit status 2 when anything regressed (a CI gate).")
+                    "debug handle, module path and name. Exit status 3 when anything regressed (a CI gate; "
+                    "--no-fail-on-regression turns it off).")
     p.add_argument("sides", nargs="+", metavar="A_OR_B", help="ETDump (.etdp) or dataset directory: A then B")
     p.add_argument("--where", action="append", default=[], metavar="SQL",
                    help="filter of a dataset side (first for A, second for B), e.g. \"build='n'\"")
@@ -24,8 +26,9 @@ def register(sub) -> None:
     p.add_argument("--alpha", type=float, default=0.01, help="significance level (default 0.01)")
     p.add_argument("--min-effect", type=float, default=0.25, help="minimum relative p50 change (default 0.25)")
     p.add_argument("--min-delta-ms", type=float, default=0.005, help="minimum absolute p50 change (default 0.005)")
-    p.add_argument("--json", action="store_true", help="print JSON {rows, modules, summary}")
-    p.add_argument("-o", "--output", help="write the JSON/table here instead of stdout")
+    add_output(p)
+    p.add_argument("--fail-on-regression", action=argparse.BooleanOptionalAction, default=True,
+                   help="exit status 3 when an op or the whole model regressed (default on)")
     p.add_argument("--html", metavar="F", help="also write an offline HTML page with distribution plots")
     p.set_defaults(func=run)
 
@@ -70,12 +73,14 @@ def run(args) -> int:
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(compare_html(res))
     out = {k: v for k, v in res.items() if k != "samples"}
-    if args.json:
+    cols = ["verdict", "event_name", "module_path", "a_p50_ms", "b_p50_ms", "ratio"]
+    if args.format == "json":  # {rows, modules, summary}
         text = json.dumps(out, indent=1, default=float)
+    elif args.format in ("csv", "tsv"):  # every op row, every field
+        text = render_records(res["rows"], args.format)
     else:
         from tabulate import tabulate
 
-        cols = ["verdict", "event_name", "module_path", "a_p50_ms", "b_p50_ms", "ratio"]
         shown = [r for r in res["rows"] if r["verdict"] != "same"] or res["rows"][:10]
         s = res["summary"]
         text = tabulate([[r.get(c) for c in cols] for r in shown], headers=cols, floatfmt=".4g") + \
@@ -83,7 +88,7 @@ def run(args) -> int:
             f"whole-model p50 {s['model_latency']['a_p50_ms']} -> {s['model_latency']['b_p50_ms']} ms " \
             f"({s['model_latency']['verdict']})"
     write_text(text, args.output)
-    if res["summary"]["regressions"] or res["summary"]["model_latency"]["verdict"] == "regression":
-        print("etlens: gate failed: regression(s) between A and B", file=sys.stderr)
-        return 2
-    return 0
+    regressed = res["summary"]["regressions"] or res["summary"]["model_latency"]["verdict"] == "regression"
+    if regressed and args.fail_on_regression:
+        return gate_failed("regression(s) between A and B")
+    return EXIT_OK
