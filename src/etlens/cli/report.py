@@ -21,6 +21,8 @@ def register(sub) -> None:
     p.add_argument("--pte", metavar="F", help="the program that ran (with --etdump)")
     p.add_argument("--trace", metavar="F", help="a pass trace JSON from `etlens trace` (with --etdump)")
     p.add_argument("-o", "--output", default="report.html", help="report path (default report.html)")
+    p.add_argument("--title", help="page title (default: 'etlens report: ' + the model's class, demo name or file "
+                                   "stem; for artifacts the .pte or .etdp stem; for a dataset its directory name)")
     p.add_argument("--backend", default="xnnpack", choices=["xnnpack", "portable"],
                    help="lowering target for --demo/--model (default xnnpack)")
     p.add_argument("--quantize", action="store_true", help="pt2e int8-quantize first (--demo/--model)")
@@ -54,19 +56,21 @@ def run(args) -> int:
         from ..report import report_from_artifacts
 
         trace = read(args.trace) if args.trace else None
+        title = args.title or f"etlens report: {_stem(args.pte or args.etdump)}"
         result = report_from_artifacts(args.etdump, args.output, etrecord=args.etrecord,
                                        debug_buffer=args.debug_buffer, pte=args.pte, trace=trace,
-                                       metric=args.metric, gap_threshold=args.fail_on_gap)
+                                       metric=args.metric, gap_threshold=args.fail_on_gap, title=title)
     else:
         for flag in ("etrecord", "debug_buffer", "pte", "trace"):
             if getattr(args, flag):
                 raise EtlensError(f"--{flag.replace('_', '-')} goes with --etdump, not with --demo/--model")
-        from ..passes.loader import load_model
+        from ..passes.loader import load_model, model_title
         from ..report import report_from_model
 
-        name = model_spec(args)
-        model, inputs, stem = load_model(name)
-        result = report_from_model(model, inputs, args.output, name=stem, backend=args.backend,
+        spec = model_spec(args)
+        model, inputs, _attr = load_model(spec)
+        name = model_title(model, spec)
+        result = report_from_model(model, inputs, args.output, name=name, title=args.title, backend=args.backend,
                                    quantize=args.quantize, runs=args.runs, trace=not args.no_trace,
                                    metric=args.metric, gap_threshold=args.fail_on_gap,
                                    debug_buffer_size=args.debug_buffer_size, verbose=args.verbose,
@@ -86,6 +90,13 @@ def run(args) -> int:
             result.total_latency_ms > args.fail_on_latency_ms:
         status = gate_failed(f"total latency {lat} exceeds --fail-on-latency-ms {args.fail_on_latency_ms:g}")
     return status
+
+
+def _stem(path: str) -> str:
+    """``model`` for ``out/model.pte``; ``run`` for ``run.etdp``."""
+    import os
+
+    return os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
 
 
 def _dashboard(args) -> int:
