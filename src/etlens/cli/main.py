@@ -21,7 +21,7 @@ import argparse
 import importlib
 import sys
 
-from ..errors import EtlensError
+from ..errors import INSTALL_HINTS, EtlensError, missing_dependency
 from ._common import add_global_flags
 from .options import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, exit_codes_help
 
@@ -101,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     except EtlensError as exc:
         if args.debug:
             raise
-        print(f"etlens: error: {exc}{_log_hint(exc)}", file=sys.stderr)
+        dep = missing_dependency(exc)
+        extra = f" (needs {dep}: {INSTALL_HINTS[dep]})" if dep and "pip install" not in str(exc) else ""
+        print(f"etlens: error: {exc}{extra}{_log_hint(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("etlens: interrupted", file=sys.stderr)
@@ -111,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the CLI never shows a bare traceback
         if args.debug:
             raise
+        dep = missing_dependency(exc)
+        if dep:  # an optional dependency is not installed: not a bug, say what to install
+            print(f"etlens: error: etlens {args.command} needs {dep}, which is not installed: {INSTALL_HINTS[dep]}"
+                  f"{_log_hint(exc)}", file=sys.stderr)
+            return EXIT_ERROR
         print(f"etlens: internal error: {type(exc).__name__}: {exc} "
               f"(this is a bug in etlens: rerun with --debug and report the traceback){_log_hint(exc)}",
               file=sys.stderr)
