@@ -155,3 +155,16 @@ def test_report_policy_is_the_viewer_policy_plus_its_frames():
         else:
             assert name == "font-src"  # default-src 'none' covers it
     assert report["default-src"] == {"'none'"} and report["connect-src"] == {"'none'"}
+
+
+def test_every_page_writer_sets_the_policy():
+    """Any source file that starts an HTML document also sets a CSP: a new page cannot forget it."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src" / "etlens"
+    writers = [p for p in src.rglob("*") if p.suffix in (".py", ".html") and p.name != "_html.py"
+               and "<!doctype html" in p.read_text(encoding="utf-8").lower()]
+    assert len(writers) >= 5, writers  # viewer template, report, fleet, treemap, memory timeline
+    for p in writers:
+        text = p.read_text(encoding="utf-8")
+        assert "csp_meta(" in text or "Content-Security-Policy" in text, f"{p} writes a page without a CSP"
