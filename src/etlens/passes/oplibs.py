@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
+import zipfile
 from collections.abc import Iterable
 from typing import Any
 
@@ -95,9 +97,12 @@ def op_names(obj: Any) -> list[str]:
     original program may hold custom ops the partitioner left outside the payload).
     """
     if isinstance(obj, (str, os.PathLike)) and os.path.isfile(obj):
+        path = str(obj)
+        if zipfile.is_zipfile(path):  # a torch.export .pt2 (or an ETRecord): its serialized graphs' targets
+            return _archive_op_names(path)
         from ..readers.pte import read
 
-        return [op.name for plan in read(str(obj)).program.execution_plan for op in plan.operators]
+        return [op.name for plan in read(path).program.execution_plan for op in plan.operators]
     if isinstance(obj, (bytes, bytearray)):
         from ..readers.pte import read_pte_bytes
 
@@ -122,6 +127,24 @@ def op_names(obj: Any) -> list[str]:
     if isinstance(obj, str):
         return [obj]
     return [str(n) for n in obj]
+
+
+_SERIALIZED_OP = re.compile(rb'"(?:torch\.ops|executorch\.exir\.dialects\.edge\.ops)\.(\w+)\.(\w+)')
+
+
+def _archive_op_names(path: str) -> list[str]:
+    """``ns::op`` for every operator named in the JSON entries of a zip archive (no torch needed).
+
+    Read before the program is deserialized, since deserializing needs the operators registered.
+    """
+    names = set()
+    with zipfile.ZipFile(path) as z:
+        for info in z.infolist():
+            with z.open(info) as f:
+                if f.read(1) != b"{":  # tensors, pickles: not a serialized graph
+                    continue
+                names.update(f"{ns.decode()}::{op.decode()}" for ns, op in _SERIALIZED_OP.findall(f.read()))
+    return sorted(names)
 
 
 def _strings(value: Any) -> list[str]:
