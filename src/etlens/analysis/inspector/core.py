@@ -141,6 +141,9 @@ class Inspector:
         self.pte = pte
         self._attribution: Any = None
         self._consume_etrecord()
+        if not self._block_methods:
+            self._block_methods = [self._method_name()] * len(self._blocks)
+            self._label_blocks()
 
     # -- construction helpers ----------------------------------------------------------------------
     @classmethod
@@ -212,6 +215,7 @@ class Inspector:
                 scores = [(_method_score(block, dhm.get(m) or {}, nodes_for(m)), -k, m) for k, m in enumerate(methods)]
                 best = max(scores)
                 self._block_methods[bi] = best[2] if best[0] > 0 else self._method_name()
+        self._label_blocks()
         checked_any = False
         for bi, block in enumerate(self._blocks):
             method = self._block_methods[bi]
@@ -226,21 +230,48 @@ class Inspector:
             return
         self._check_record_matches()
 
+    def _label_blocks(self) -> None:
+        """Blocks that ran no operator belong to a metadata method, not to ``forward`` (see ``methods``)."""
+        from .methods import label_blocks, program_methods
+
+        try:
+            methods = program_methods(self.pte)
+        except EtlensError as exc:
+            log.debug("could not read the program to label methods: %s", exc)
+            methods = None
+        self._block_methods = label_blocks(self._blocks, self._block_methods, methods)
+
+    @property
+    def block_methods(self) -> List[str]:
+        """The method that ran each block of :attr:`block_columns` (etlens extra).
+
+        The ETDump does not name it: blocks are matched to the ETRecord's methods by their events,
+        and blocks without operator events (the metadata methods of an LLM program) are told apart
+        from ``forward``; with ``pte=`` they are named when the program has one such method.
+        """
+        return list(self._block_methods)
+
     def _check_record_matches(self) -> None:
         """Warn when the ETRecord is evidently not the one of this ETDump's program."""
         from .etrecord import record_maps
 
         framework = FRAMEWORK_EVENT_NAMES
         missing = wrong_kernel = checked = bad_delegate = 0
+        top: dict[int, int] = {}
         for bi, b in enumerate(self._blocks):
             handle_map, delegate_map, _ = record_maps(self.record, self._block_methods[bi])
-            handle_map = handle_map or {}
+            if handle_map is None:
+                continue  # a method the record has no maps for (e.g. a metadata method)
+            top[bi] = max((int(k) for k in handle_map if str(k).lstrip("-").isdigit()), default=-1)
             for i, name in enumerate(b.names):
                 instr = int(b.instruction_ids[i])
                 if name in framework or b.is_delegated[i] or instr < 0:
                     continue
                 if str(instr) not in handle_map:
-                    missing += 1
+                    # instructions of nodes without a debug handle (views, symbolic sizes, ops added
+                    # after the handles were assigned, e.g. llama::update_cache) have no entry; an id
+                    # past every entry means the record's program is shorter than the one that ran
+                    missing += instr > top.get(bi, -1)
                     continue
                 if name == DELEGATE_CALL:
                     if delegate_map is not None and str(instr) not in delegate_map:
@@ -497,6 +528,22 @@ class Inspector:
                                          list(b.op_types[i]), b.is_delegated[i], b.backend_names[i],
                                          self._debug_list(r0, idxs)))
         return out
+
+    def run_debug_data(self, block: int, event: int, column: int) -> list:
+        """The values event ``event`` of block ``block`` logged in the block's ``column``-th run (etlens extra).
+
+        ``Event.debug_data`` holds the first run's values only (as in ExecuTorch); runs of one block
+        log the same events in the same order, so the same positions in another run hold that
+        run's values (an LLM's prefill and decode runs differ here: shapes, positions).
+        """
+        b = self._blocks[block]
+        idxs = b.debug_events[event]
+        if idxs is None or column >= len(b.runs):
+            return []
+        run = b.runs[column]
+        if len(idxs) and int(idxs.max()) >= len(self._dump.runs[run].kind):
+            return []
+        return list(self._debug_list(run, idxs))
 
     @property
     def has_debug_buffer(self) -> bool:
