@@ -71,9 +71,11 @@ def op_class(name: str, op_types: list[str], module: str = "") -> str:
     return "other"
 
 
-def looks_like_llm(inspector: Any) -> bool:
-    """True when the dump ran LLM ops (custom SDPA / KV-cache update, or SDPA)."""
-    for b in inspector.block_columns:
+def looks_like_llm(inspector: Any, blocks: Optional[list[int]] = None) -> bool:
+    """True when the dump (or its blocks ``blocks``) ran LLM ops (custom SDPA / KV-cache update, or SDPA)."""
+    for bi, b in enumerate(inspector.block_columns):
+        if blocks is not None and bi not in blocks:
+            continue
         for i, name in enumerate(b.names):
             text = " ".join([name, *b.op_types[i]]).lower()
             if any(m in text for m in _LLM_MARKERS):
@@ -247,7 +249,7 @@ def llm_profile(inspector: Any, method: Optional[str] = None,
         return None
     timings = method_timings(inspector)
     main = next((m for m in timings if m.method == method), None) if method else main_method(timings)
-    if main is None:
+    if main is None or not looks_like_llm(inspector, main.blocks):
         return None
     blocks = inspector.block_columns
     runs: list[LlmRun] = []

@@ -234,12 +234,7 @@ class Inspector:
         """Blocks that ran no operator belong to a metadata method, not to ``forward`` (see ``methods``)."""
         from .methods import label_blocks, program_methods
 
-        try:
-            methods = program_methods(self.pte)
-        except EtlensError as exc:
-            log.debug("could not read the program to label methods: %s", exc)
-            methods = None
-        self._block_methods = label_blocks(self._blocks, self._block_methods, methods)
+        self._block_methods = label_blocks(self._blocks, self._block_methods, program_methods(self.pte, log))
 
     @property
     def block_methods(self) -> List[str]:
@@ -401,21 +396,30 @@ class Inspector:
             "start_time": [starts[i] if has[i] else None for i in range(n)],
         }
 
-    def to_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False):
+    def _method_blocks(self, method: Optional[str]) -> list[int]:
+        from .methods import blocks_of
+
+        return blocks_of(self._block_methods, method, len(self._blocks))
+
+    def to_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False, *,
+                     method: Optional[str] = None):
         """All events of all blocks, one row each, with ExecuTorch's columns and order.
 
         Columns: ``event_block_name, event_name, raw, p10 (ms), p50 (ms), p90 (ms), avg (ms),
         min (ms), max (ms), op_types, delegate_debug_identifier, stack_traces, module_hierarchy,
-        is_delegated_op, delegate_backend_name, debug_data, start_time``.
+        is_delegated_op, delegate_backend_name, debug_data, start_time``. ``method`` (etlens extra)
+        keeps only the blocks of that method (see :attr:`block_methods`).
         """
         import pandas as pd
 
+        keep = self._method_blocks(method)
         if self._event_blocks is not None or include_delegate_debug_data:
-            frames = [b.to_dataframe(include_units, include_delegate_debug_data) for b in self.event_blocks]
+            blocks = self.event_blocks
+            frames = [blocks[i].to_dataframe(include_units, include_delegate_debug_data) for i in keep]
             return pd.concat(frames, ignore_index=True)
         units = f" ({self._target_time_scale.value})" if include_units else ""
         cols: dict[str, list] = {}
-        for b in self._blocks:
+        for b in (self._blocks[i] for i in keep):
             for k, v in self._block_columns(b).items():
                 cols.setdefault(k, []).extend(v)
         if not cols:
@@ -423,10 +427,11 @@ class Inspector:
                                    "(was the program run with ETDump enabled?)")
         return build_frame(cols, units)
 
-    def printed_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False):
+    def printed_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False, *,
+                          method: Optional[str] = None):
         """The table ``print_data_tabular`` prints and ``save_data_to_tsv`` writes: ``OPERATOR_CALL``
         rows and bulky columns (raw timings, debug data …) left out."""
-        df = self.to_dataframe(include_units, include_delegate_debug_data)
+        df = self.to_dataframe(include_units, include_delegate_debug_data, method=method)
         df = df.drop(columns=EXCLUDED_COLUMNS_WHEN_PRINTING)
         for name in EXCLUDED_EVENTS_WHEN_PRINTING:
             df = df[~df["event_name"].str.contains(name)]

@@ -34,8 +34,8 @@ import numpy as np
 from ...model.events import BlockColumns
 from ...schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, METHOD_EXECUTE, OPERATOR_CALL
 
-__all__ = ["CONSTANT_METHODS", "MethodTiming", "program_methods", "label_blocks", "method_timings", "main_method",
-           "has_operator_events"]
+__all__ = ["CONSTANT_METHODS", "MethodTiming", "program_methods", "label_blocks", "blocks_of", "method_timings",
+           "main_method", "has_operator_events"]
 
 #: label of blocks run by methods without operators when the program has several such methods
 CONSTANT_METHODS = "(constant methods)"
@@ -47,19 +47,39 @@ def has_operator_events(block: BlockColumns) -> bool:
                for i, name in enumerate(block.names))
 
 
-def program_methods(pte: Any) -> Optional[dict[str, int]]:
-    """``{method: number of kernel and delegate calls}`` of a ``.pte`` (path or read artifact), or None."""
+def program_methods(pte: Any, log: Any = None) -> Optional[dict[str, int]]:
+    """``{method: number of kernel and delegate calls}`` of a ``.pte`` (path or read artifact), or None
+    (also when it cannot be read: then ``log`` gets a debug line)."""
     if pte is None:
         return None
     program = getattr(pte, "program", None)
     if program is None:
+        from ...errors import EtlensError
         from ...readers.pte import read
 
-        program = read(pte).program
+        try:
+            program = read(pte).program
+        except EtlensError as exc:
+            if log is not None:
+                log.debug("could not read the program to label methods: %s", exc)
+            return None
     if program is None:
         return None
     return {plan.name: sum(ins.kind in ("KernelCall", "DelegateCall") for ins in plan.instructions())
             for plan in program.execution_plan}
+
+
+def blocks_of(labels: list[str], method: Optional[str], n: int) -> list[int]:
+    """Indices of the blocks of ``method`` (all ``n`` blocks when None); EtlensError when none ran it."""
+    if method is None:
+        return list(range(n))
+    keep = [i for i, m in enumerate(labels) if m == method]
+    if not keep:
+        from ...errors import EtlensError
+
+        known = sorted(set(labels) - {""})
+        raise EtlensError(f"no run of method {method!r} in this ETDump; methods that ran: {', '.join(known)}")
+    return keep
 
 
 def label_blocks(blocks: list[BlockColumns], labels: list[str], methods: Optional[dict[str, int]]) -> list[str]:
