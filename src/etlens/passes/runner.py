@@ -53,6 +53,7 @@ import tempfile
 from typing import Any, Callable
 
 from ..errors import EtlensError
+from . import oplibs
 
 __all__ = ["NativeStageError", "NativeWorker", "debug_buffer_bytes", "has_quantized_ops", "run_program",
            "lower_program", "lower_and_run"]
@@ -507,10 +508,10 @@ def _child_job(job_path: str, proto: Any) -> bool:
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
     try:
-        if job.get("quantized"):
-            _load_quantized_kernels()
+        oplibs.load(["executorch.kernels.quantized"] if job.get("quantized") else [])
         for stage in job["stages"]:
             proto.write(f"stage {stage}\n")
+            oplibs.load_for(job["ep"] if stage == "lower" else job["pte"])  # llama::*, torchao::* … (passes.oplibs)
             if stage == "lower":
                 _child_lower(job)
             else:
@@ -592,10 +593,6 @@ def _describe_delegates(ep: Any, path: str) -> None:
         slot["delegate"] = index[call] if call is not None else None
     with open(path, "w", encoding="utf-8") as f:
         json.dump(record, f)
-
-
-def _load_quantized_kernels() -> None:
-    import executorch.kernels.quantized  # noqa: F401 - registers quantized_decomposed out variants + kernels
 
 
 def _child_run(job: dict[str, Any], proto: Any) -> None:
