@@ -104,6 +104,6 @@ def _dashboard(args) -> int:
     from ..fleet.html import dashboard_html
 
     with open(args.output, "w", encoding="utf-8") as f:
-        f.write(dashboard_html(args.dataset))
+        f.write(dashboard_html(args.dataset, title=args.title))
     print(f"wrote {args.output}  (fleet dashboard of {args.dataset})")
     return EXIT_OK
