@@ -206,7 +206,8 @@ class _JsonView:
             arg = body.get("arg") or {}
             name = (arg.get("as_tensor") or {}).get("name") or arg.get("name")
             if name is None:
-                raise MissingDataError("a program input is not a tensor (symbolic or constant inputs are not recovered)")
+                raise MissingDataError("a program input is not a tensor "
+                                       "(symbolic or constant inputs are not recovered)")
             meta = self.p.tensor_meta.get(name) or {}
             dt = EXPORT_DTYPES.get(meta.get("dtype"))
             sizes = tuple(s.get("as_int") if "as_int" in s else None for s in meta.get("sizes", [])) \
