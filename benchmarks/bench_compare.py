@@ -7,6 +7,8 @@ processes of ``--runs`` runs each, interleaved: ``A`` and ``B`` run the same bui
 Per group, with etlens' default thresholds:
 
 - same build: ``compare(A, B)`` — every op, module and the whole-model verdict; any ``regression`` is false;
+- same build, measured apart in time: ``compare(A of group g, B of group g + groups/2)`` — minutes apart,
+  under whatever load the shared machine had then (no interleaving);
 - planted, real work: ``compare(A, P)`` — found when the head's ``addmm`` is a ``regression``;
 - planted, scaled: ``compare(A, S)`` where ``S`` is ``B`` with the head ``addmm``'s durations x 1.3 in the
   dataset (exactly 1.3x, the rest untouched real timings) — found when that row is a ``regression``.
@@ -103,14 +105,17 @@ def main() -> None:
     m = make(args.out, args.groups, args.runs, args.drivers, args.reps)
     ds = dataset(args.out, m)
     print(f"defaults {DEFAULTS}; {args.drivers * args.reps} processes a side, {args.runs} runs each")
-    false_pos, found_real, found_scaled, false_planted, old_false = [], 0, 0, 0, 0
+    false_pos, found_real, found_scaled, false_planted, old_false, apart = [], 0, 0, 0, 0, []
     ratios_real, ratios_scaled, spreads = [], [], {}
+    n_half = max(1, args.groups // 2)
     for g in range(args.groups):
         def side(role: str, g: int = g) -> Side:
             return Side.of_dataset(ds, f"role = '{role}' AND grp = '{g}'")
 
         same = compare(side("A"), side("B"))
         false_pos.append(len(_flagged(same)))
+        far = compare(side("A"), side("B", (g + n_half) % args.groups))
+        apart.append(_flagged(far))
         for r in same["rows"]:
             spreads.setdefault(f"{r['event_name']}@{r['module_path'] or '-'}#{r['debug_handles']}", []).append(
                 r.get("spread") or 0.0)
@@ -125,12 +130,15 @@ def main() -> None:
         ratios_scaled.append(ps["unit_ratio"])
         old_false += old_rule(ds, f"role = 'A' AND grp = '{g}'", f"role = 'B' AND grp = '{g}'")
         flagged = _flagged(same)
-        print(f"group {g:2d}: same-build flagged {flagged or 'nothing'}; planted real {pr['verdict']} "
+        print(f"group {g:2d}: same-build flagged {flagged or 'nothing'} (apart in time: {apart[-1] or 'nothing'}, "
+              f"drift floor x{far['summary']['cross_op_floor']:.3f}); planted real {pr['verdict']} "
               f"(x{pr['unit_ratio']:.3f}, p={pr['p_value']:.2g}, floor x{pr['floor']:.3f}); scaled {ps['verdict']} "
               f"(x{ps['unit_ratio']:.3f}); noisy: {len(same['summary']['noisy'])} ops")
     n = args.groups
     print(f"\nsame-build comparisons with a false regression: {sum(1 for x in false_pos if x)} of {n} "
           f"({sum(false_pos)} flagged rows in all)")
+    print(f"same-build comparisons measured apart in time with a false regression: {sum(1 for x in apart if x)} "
+          f"of {n}")
     print(f"planted 1.3x (real work, measured x{min(ratios_real):.3f}-{max(ratios_real):.3f}) found: {found_real} of {n}"
           f"; other rows flagged in those comparisons: {false_planted}")
     print(f"planted 1.3x (scaled durations, measured x{min(ratios_scaled):.3f}-{max(ratios_scaled):.3f}) found: "

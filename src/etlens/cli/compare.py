@@ -134,7 +134,8 @@ def _unit_line(s: dict) -> str:
     """How the verdicts were reached, and the unchanged-but-noisy ops (their floor is their own spread)."""
     if s["prior_spread"] is not None:
         line = (f"unit: one {s['unit']} (runs inside it are repeated measures); typical process-to-process "
-                f"spread {100 * s['prior_spread']:.1f} %")
+                f"spread {100 * s['prior_spread']:.1f} %; spread of all ops' ratios sets a floor of "
+                f"x{s['cross_op_floor']:.3f}")
     else:
         line = (f"unit: {s['unit']}; effect floor from the spread of all ops x{s['cross_op_floor']:.3f} "
                 "(give several ETDumps a side for a process-level test)")

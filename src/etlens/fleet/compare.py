@@ -38,8 +38,8 @@ import numpy as np
 from ..errors import EtlensError
 from ..schema import METHOD_EXECUTE
 from .sql import OP_FILTER, duckdb_connection
-from .stats import (DEFAULTS, IMPROVEMENT, REGRESSION, cross_op_floor, replicated_verdict, unit_medians,
-                    variance_prior, verdict)
+from .stats import (DEFAULTS, IMPROVEMENT, REGRESSION, cross_op_floor, pooled_variance, replicated_verdict,
+                    unit_medians, variance_prior, verdict)
 
 __all__ = ["Side", "compare", "load_side"]
 
@@ -154,11 +154,21 @@ class _Stats:
         ys = [(unit_medians(*a), unit_medians(*b)) for a, b in pairs]
         self.prior = variance_prior(ys)
         self.replicated = bool(np.isfinite(self.prior[0]))
-        self.floor = 0.0
-        if not self.replicated:   # one process a side: how far unchanged ops drift between two processes
-            lr = [np.log(np.median(b[0]) / np.median(a[0]))
-                  for a, b in pairs if a[0].size and b[0].size and np.median(a[0]) > 0 and np.median(b[0]) > 0]
-            self.floor = cross_op_floor(lr, th["noise_k"])
+        # ops too small to get a verdict (below min_delta_ms) are all noise: they do not set the floor
+        big = [(a, b, y) for (a, b), y in zip(pairs, ys) if a[0].size and b[0].size
+               and max(np.median(a[0]), np.median(b[0])) >= th["min_delta_ms"] and min(np.median(a[0]),
+                                                                                       np.median(b[0])) > 0]
+        if self.replicated:   # how far all ops moved apart beyond their sampling noise (drift between sides)
+            s0, d0 = self.prior
+            lr, sv = [], []
+            for _a, _b, (ya, yb) in big:
+                if ya.size and yb.size:
+                    s2, df = pooled_variance(ya, yb)
+                    lr.append(float(yb.mean() - ya.mean()))
+                    sv.append(((df * s2 if df else 0.0) + d0 * s0) / (df + d0) * (1 / ya.size + 1 / yb.size))
+            self.floor = cross_op_floor(lr, th["noise_k"], sv)
+        else:                 # one process a side: how far unchanged ops drift between two processes
+            self.floor = cross_op_floor([np.log(np.median(b[0]) / np.median(a[0])) for a, b, _ in big], th["noise_k"])
 
     def row(self, a: tuple | None, b: tuple | None) -> dict[str, Any]:
         """``a``/``b``: ``(samples, units)`` or None for a one-sided row."""
@@ -174,7 +184,7 @@ class _Stats:
         if self.replicated:
             v = replicated_verdict(unit_medians(*a), unit_medians(*b), prior=self.prior, pa_ms=pa_, pb_ms=pb_,
                                    alpha=th["alpha"], min_effect=th["min_effect"], min_delta_ms=th["min_delta_ms"],
-                                   noise_k=th["noise_k"])
+                                   noise_k=th["noise_k"], shared_floor=self.floor)
         else:
             v = verdict(a[0], b[0], alpha=th["alpha"], min_effect=th["min_effect"], min_delta_ms=th["min_delta_ms"],
                         method=th["method"], floor=self.floor)
@@ -253,7 +263,7 @@ def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: f
                "improvements": count[IMPROVEMENT], "ops": len(rows), "thresholds": th,
                "unit": unit if stats.replicated else "run (one process a side: process-to-process spread unknown)",
                "prior_spread": float(np.expm1(np.sqrt(stats.prior[0]))) if stats.replicated else None,
-               "cross_op_floor": float(np.exp(stats.floor)) if not stats.replicated else None,
+               "cross_op_floor": float(np.exp(stats.floor)),
                "noisy": noisy, "latency_by_group": _latency_groups(lat_a, lat_b)}
     return {"rows": rows, "modules": modules, "summary": summary, "samples": samples}
 

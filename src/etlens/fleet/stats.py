@@ -19,6 +19,12 @@ process-to-process standard deviation measured on the same build — the spread 
 itself — **and** at least ``min_delta_ms``. An op whose floor is above ``min_effect`` is *unchanged but
 noisy*: changes smaller than its floor cannot be told from its own spread (the report lists them).
 
+The floor also never drops below ``noise_k`` times the *drift* between the sides (:func:`cross_op_floor`):
+the robust spread of the log ratios of all ops of the comparison beyond what their sampling noise explains.
+When A and B were measured apart in time and the machine's load changed in between, every op moves a
+little, each by its own amount; that spread across the mostly unchanged ops is the size of change the
+comparison cannot vouch for. With interleaved measurements it is about zero.
+
 **One process a side** (:func:`verdict`): only runs are available, so the process-to-process spread is
 unknown. The runs are tested with Mann-Whitney U as before, and the effect floor comes from the spread
 of the log ratios of all matched ops (:func:`cross_op_floor`): unchanged ops show how far two processes
@@ -44,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Verdict", "verdict", "mannwhitney_p", "REGRESSION", "IMPROVEMENT", "SAME", "DEFAULTS",
-           "replicated_verdict", "unit_medians", "variance_prior", "cross_op_floor", "t_pvalue"]
+           "replicated_verdict", "unit_medians", "variance_prior", "pooled_variance", "cross_op_floor", "t_pvalue"]
 
 REGRESSION, IMPROVEMENT, SAME = "regression", "improvement", "same"
 
@@ -254,11 +260,13 @@ def t_pvalue(t: float, df: float) -> float:
 def replicated_verdict(ya: np.ndarray, yb: np.ndarray, *, prior: tuple[float, float], pa_ms: float, pb_ms: float,
                        alpha: float = DEFAULTS["alpha"], min_effect: float = DEFAULTS["min_effect"],
                        min_delta_ms: float = DEFAULTS["min_delta_ms"],
-                       noise_k: float = DEFAULTS["noise_k"]) -> Verdict:
+                       noise_k: float = DEFAULTS["noise_k"], shared_floor: float = 0.0) -> Verdict:
     """Verdict from the log unit medians ``ya``/``yb`` of one op (module doc: processes as the unit).
 
     ``prior``: :func:`variance_prior` of the comparison; ``pa_ms``/``pb_ms``: the p50s shown (the
-    absolute ``min_delta_ms`` gate uses them).
+    absolute ``min_delta_ms`` gate uses them); ``shared_floor``: the comparison-wide floor
+    (|log ratio|, :func:`cross_op_floor` of all ops' process-median ratios) — it only bites when the
+    sides drifted apart as a whole (measured at different times, under different load).
     """
     na, nb = ya.size, yb.size
     if na < 1 or nb < 1:
@@ -274,7 +282,7 @@ def replicated_verdict(ya: np.ndarray, yb: np.ndarray, *, prior: tuple[float, fl
     d = float(yb.mean() - ya.mean())
     se = s * np.sqrt(1.0 / na + 1.0 / nb)
     p = t_pvalue(d / se, df + d0) if se > 0 else (1.0 if d == 0 else 0.0)
-    floor = max(float(np.log1p(min_effect)), noise_k * s)
+    floor = max(float(np.log1p(min_effect)), noise_k * s, shared_floor)
     big = abs(d) >= floor and abs(pb_ms - pa_ms) >= min_delta_ms
     extra = {"ratio": float(np.exp(d)), "floor": float(np.exp(floor)), "spread": float(np.expm1(s)),
              "units": (na, nb), "noisy": noise_k * s > np.log1p(min_effect)}
@@ -283,14 +291,21 @@ def replicated_verdict(ya: np.ndarray, yb: np.ndarray, *, prior: tuple[float, fl
     return Verdict(SAME, p, "moderated t on process medians", **extra)
 
 
-def cross_op_floor(log_ratios, noise_k: float = DEFAULTS["noise_k"]) -> float:
-    """Effect floor (|log ratio|) from the spread of many ops' log ratios between two single processes.
+def cross_op_floor(log_ratios, noise_k: float = DEFAULTS["noise_k"], sampling_var=None) -> float:
+    """Effect floor (|log ratio|) from the spread of many ops' log ratios between the two sides.
 
-    With one process a side the process-to-process spread of an op cannot be measured, but most ops of
-    a comparison did not change: the robust spread (1.4826 x MAD) of their log p50 ratios is how far
-    two processes of the same program drift apart; ``noise_k`` of those is the floor. Fewer than 5 ops: 0.
+    Most ops of a comparison did not change, so the robust spread (1.4826 x MAD) of their log ratios is
+    how far the two sides drift apart. ``sampling_var``: each op's sampling variance of its log ratio
+    (processes as the unit); its median is subtracted, so what remains is the drift *beyond* what the
+    replicates explain (zero for interleaved measurements). Without it (one process a side) the whole
+    spread counts. ``noise_k`` of those is the floor. Fewer than 5 ops: 0.
     """
-    x = np.asarray([r for r in log_ratios if np.isfinite(r)], dtype=np.float64)
-    if x.size < 5:
+    x = np.asarray(log_ratios, dtype=np.float64)
+    ok = np.isfinite(x)
+    if ok.sum() < 5:
         return 0.0
-    return float(noise_k * 1.4826 * np.median(np.abs(x - np.median(x))))
+    x = x[ok]
+    var = (1.4826 * float(np.median(np.abs(x - np.median(x))))) ** 2
+    if sampling_var is not None:
+        var -= float(np.median(np.asarray(sampling_var, dtype=np.float64)[ok]))
+    return float(noise_k * np.sqrt(max(var, 0.0)))
