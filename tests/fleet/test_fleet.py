@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from etlens.cli.main import main
+from etlens.cli.options import EXIT_GATE
 from etlens.fleet import Side, collect, compare, query
 from etlens.fleet.stats import mannwhitney_p, verdict
 
@@ -50,7 +51,7 @@ def test_cli_compare_json_and_gate(dataset, tmp_path, capsys):
     html = tmp_path / "c.html"
     rc = main(["compare", dataset, "--where", "build='n'", "--where", "build='n+1'", "--json", "-o", str(out),
                "--html", str(html)])
-    assert rc == 2
+    assert rc == EXIT_GATE
     doc = json.loads(out.read_text())
     row = doc["rows"][0]
     for key in ("node", "module_path", "event_name", "a_p50_ms", "b_p50_ms", "ratio", "verdict"):

@@ -1,10 +1,11 @@
-"""``etlens compare A B``: per op and per module, B vs A with a statistical verdict; exit 2 on a regression."""
+"""``etlens compare A B``: per op and per module, B vs A with a statistical verdict; exit 3 on a regression."""
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 from ._common import add_command
+from .options import EXIT_OK, add_output, gate_failed, render_records
 
 
 def register(sub) -> None:
@@ -42,8 +43,9 @@ def register(sub) -> None:
                    help=f"minimum absolute p50 change (default {DEFAULTS['min_delta_ms']})")
     p.add_argument("--unit", choices=["file", "device"], default="file",
                    help="what one replicate is: an ETDump file = one process (default) or a device")
-    p.add_argument("--json", action="store_true", help="print JSON {rows, modules, summary}")
-    p.add_argument("-o", "--output", help="write the JSON/table here instead of stdout")
+    add_output(p)
+    p.add_argument("--fail-on-regression", action=argparse.BooleanOptionalAction, default=True,
+                   help="exit status 3 when an op or the whole model regressed (default on)")
     p.add_argument("--html", metavar="F", help="also write an offline HTML page with distribution plots")
     p.set_defaults(func=run)
 
@@ -111,12 +113,14 @@ def _report(args, a, b) -> int:
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(compare_html(res))
     out = {k: v for k, v in res.items() if k != "samples"}
-    if args.json:
+    cols = ["verdict", "event_name", "module_path", "a_p50_ms", "b_p50_ms", "ratio", "floor", "p_value"]
+    if args.format == "json":  # {rows, modules, summary}
         text = json.dumps(out, indent=1, default=float)
+    elif args.format in ("csv", "tsv"):  # every op row, every field
+        text = render_records(res["rows"], args.format)
     else:
         from tabulate import tabulate
 
-        cols = ["verdict", "event_name", "module_path", "a_p50_ms", "b_p50_ms", "ratio", "floor", "p_value"]
         shown = [r for r in res["rows"] if r["verdict"] != "same"] or res["rows"][:10]
         s = res["summary"]
         text = tabulate([[r.get(c) for c in cols] for r in shown], headers=cols, floatfmt=".4g") + \
@@ -124,10 +128,10 @@ def _report(args, a, b) -> int:
             f"whole-model p50 {s['model_latency']['a_p50_ms']} -> {s['model_latency']['b_p50_ms']} ms " \
             f"({s['model_latency']['verdict']})\n" + _unit_line(s)
     write_text(text, args.output)
-    if res["summary"]["regressions"] or res["summary"]["model_latency"]["verdict"] == "regression":
-        print("etlens: gate failed: regression(s) between A and B", file=sys.stderr)
-        return 2
-    return 0
+    regressed = res["summary"]["regressions"] or res["summary"]["model_latency"]["verdict"] == "regression"
+    if regressed and args.fail_on_regression:
+        return gate_failed("regression(s) between A and B")
+    return EXIT_OK
 
 
 def _unit_line(s: dict) -> str:

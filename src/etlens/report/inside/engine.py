@@ -231,7 +231,7 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
     from ..pipeline import quantize_pt2e
 
     if bisect and threshold is None:
-        raise EtlensError("--bisect needs --threshold: the bisect looks for the first value crossing it")
+        raise EtlensError("--bisect needs --fail-on-gap: the bisect looks for the first value crossing it")
     cfg = get_backend("portable" if backend in (None, "", "none") else backend)
     cfg.check_available()
     primary = get_comparator(metric)
