@@ -27,6 +27,9 @@ def register(sub) -> None:
     p.add_argument("--etdump", help="ETDump (.etdp) written with intermediate outputs")
     p.add_argument("--etrecord", help="ETRecord with representative inputs")
     p.add_argument("--debug-buffer", help="debug buffer file written next to the ETDump")
+    p.add_argument("--inputs", metavar="FILE.pt",
+                   help="the method's inputs, torch.save-d as a tuple (default: the ETRecord's representative "
+                        "inputs, else recovered from the debug buffer)")
     add_inside_arguments(p)
     p.add_argument("--metric", default="MSE", choices=_METRICS, type=_metric, help="distance (default MSE)")
     add_gate(p, "gap", "rows whose gap crosses X are marked; a crossing fails the gate (above X for MSE/L1/max_abs, "
@@ -92,7 +95,7 @@ def run(args) -> int:
     from ..analysis.inspector import Inspector
 
     insp = Inspector(etdump_path=args.etdump, etrecord=args.etrecord, debug_buffer_path=args.debug_buffer)
-    analysis = numerics.analyze(insp, args.reference_graph)
+    analysis = numerics.analyze(insp, args.reference_graph, inputs=args.inputs)
     df = analysis.gap_table(args.metric)
     comparator = get_comparator(args.metric)
     crossing = []
@@ -108,6 +111,7 @@ def run(args) -> int:
             "metric": args.metric,
             "threshold": args.threshold,
             "reference_graph": analysis.reference_graph,
+            "inputs_source": analysis.inputs_source,
             "rows": [{
                 "aot_debug_handle": list(r.aot_debug_handle), "aot_ops": list(r.aot_ops),
                 "runtime_ops": list(r.runtime_ops), "runtime_debug_handle": list(r.runtime_debug_handle),
@@ -134,7 +138,8 @@ def run(args) -> int:
 
         rows = [[i, _short(r.aot_ops), _short(r.runtime_ops), _short(r.aot_debug_handle, 6), _fmt_gap(r.gap),
                  "!" if i in crossing else ""] for i, r in enumerate(df.itertuples())]
-        lines = [f"numeric gap ({args.metric}) against {analysis.reference_graph}: {len(df)} op groups", "",
+        lines = [f"numeric gap ({args.metric}) against {analysis.reference_graph}: {len(df)} op groups"
+                 + (f" (inputs {analysis.inputs_source})" if analysis.inputs_source else ""), "",
                  tabulate(rows, headers=["#", "reference ops", "runtime ops", "debug handles", args.metric, ""],
                           tablefmt="simple")]
         if args.threshold is not None:

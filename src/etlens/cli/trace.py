@@ -90,9 +90,10 @@ def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
 
     import torch
 
+    from ..passes.inputs import as_args, flatten_inputs
     from ..passes.runner import run_program
 
-    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    inputs = as_args(inputs)
     if cfg.prepare_inputs is not None and quantize:  # the layout trace_passes exported with
         inputs = cfg.prepare_inputs(inputs)
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,7 +103,7 @@ def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
             return f"note: running {pte} in the ExecuTorch runtime here failed: {first_line(exc, 1000)}"
     with torch.no_grad():
         ref = model(*inputs)
-    ref = [ref] if isinstance(ref, torch.Tensor) else list(ref)
+    ref = flatten_inputs(ref)  # (out, (h, c)) -> [out, h, c], the runtime's output order
     diff = max(float((g.float() - r.float()).abs().max()) for g, r in zip(got, ref))
     return f"ran {pte} in the ExecuTorch runtime here: max abs difference {diff:.3g} from the model"
 
