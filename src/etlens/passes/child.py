@@ -62,16 +62,16 @@ def load_op_libraries(job: dict[str, Any]) -> None:
     """Load the operator libraries ``job`` needs before it lowers or runs anything (the one place).
 
     ``job["quantized"]``: ``True`` loads ExecuTorch's quantized kernels (``quantized_decomposed``
-    out variants; needed to lower and to run int8 programs); ``None`` (run jobs): load them when the
-    ``.pte`` calls such ops.
+    out variants; needed to lower and to run int8 programs). Then :func:`etlens.passes.oplibs.load_for`
+    loads whatever the program to lower (``ep``) or to run (``pte``) calls (``llama::*``,
+    ``torchao::*``, ``quantized_decomposed::*`` …).
     """
-    quantized = job.get("quantized")
-    if quantized is None and job.get("pte") and job["job"] == "run":
-        from .debug_buffer import has_quantized_ops
+    from . import oplibs
 
-        quantized = has_quantized_ops(job["pte"])
-    if quantized:
-        import executorch.kernels.quantized  # noqa: F401 - registers quantized_decomposed out variants + kernels
+    oplibs.load(["executorch.kernels.quantized"] if job.get("quantized") else [])
+    program = job.get("ep") if job["job"] == "lower" else job.get("pte") if job["job"] == "run" else None
+    if program:
+        oplibs.load_for(program)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,14 +142,16 @@ def run(job: dict[str, Any], proto: Any) -> dict[str, Any]:
     if job.get("debug") and size is None:
         size = debug_buffer_bytes(job["pte"], job["runs"])
         proto.write(f"size {size}\n")
-    inputs = torch.load(job["inputs"], weights_only=True)
+    from .inputs import flatten_inputs
+
+    flat = flatten_inputs(torch.load(job["inputs"], weights_only=True))  # the runtime takes a flat list
     with open(job["pte"], "rb") as f:
         program = f.read()  # kept alive: the runtime reads from this buffer without copying it
     module = _load_for_executorch_from_buffer(program, enable_etdump=bool(job.get("etdump")),
                                               debug_buffer_size=size if job.get("debug") else 0)
     outputs = None
     for i in range(job["runs"]):
-        outputs = module.forward(list(inputs))
+        outputs = module.forward(flat)
         proto.write(f"run {i}\n")
     if job.get("debug"):
         module.write_etdump_result_to_file(job["etdump"], job["debug"])

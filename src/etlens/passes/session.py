@@ -91,7 +91,9 @@ class BuildSession:
         self.record_trace = bool(trace)
         self.verbose = verbose
         self.on_stage = on_stage
-        args = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
+        from .inputs import as_args
+
+        args = as_args(example_inputs)
         if self.quantize and self.config.prepare_inputs is not None:  # the layout the backend quantizes in
             args = self.config.prepare_inputs(args)
         #: the positional example inputs, as given (nested structures kept)
@@ -282,8 +284,10 @@ class BuildSession:
             from executorch.exir import to_edge_transform_and_lower
 
             edge = to_edge_transform_and_lower(program, partitioner=self.config.partitioners(), generate_etrecord=True)
-        if quantized:
-            import executorch.kernels.quantized  # noqa: F401 - the out variants to_executorch needs
+        from . import oplibs
+
+        oplibs.load(["executorch.kernels.quantized"] if quantized else [])
+        oplibs.load_for(program)  # the out variants to_executorch needs (quantized, llama::* …)
         et = edge.to_executorch()
         with open(arts.pte, "wb") as f:
             f.write(et.buffer)

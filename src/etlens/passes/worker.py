@@ -101,10 +101,12 @@ def last_native_line(log: str) -> str | None:
 
 
 def save_inputs(inputs: Any, path: str) -> str:
-    """``torch.save`` a model's example inputs for a child (a tuple/list is kept as a list, its items as given)."""
+    """``torch.save`` a model's positional arguments as a list, nested structure kept (the child flattens)."""
     import torch
 
-    torch.save(list(inputs) if isinstance(inputs, (list, tuple)) else [inputs], path)
+    from .inputs import as_args
+
+    torch.save(list(as_args(inputs)), path)
     return path
 
 
