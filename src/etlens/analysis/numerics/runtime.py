@@ -95,9 +95,9 @@ def runtime_blocks(inspector: InspectorLike, fast: bool = True) -> list:
     """The inspector's event blocks, or with ``fast`` and an ``etlens.Inspector``, light blocks built
     from its columnar ``runtime_intermediate_outputs()`` holding only events that logged outputs
     (the same selection, without building an ``Event`` for each of the dump's events)."""
-    from ..inspector import Inspector
+    from ..protocols import is_columnar
 
-    if fast and isinstance(inspector, Inspector):
+    if fast and is_columnar(inspector):
         blocks: dict[str, _Block] = {}
         for ro in inspector.runtime_intermediate_outputs():
             blocks.setdefault(ro.block, _Block(ro.block, [])).events.append(_Ev(ro))
