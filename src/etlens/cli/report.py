@@ -78,7 +78,8 @@ def run(args) -> int:
     lat = f"{result.total_latency_ms:.3f} ms" if result.total_latency_ms is not None else "n/a"
     gap = f"{result.worst_gap:.4g}" if result.worst_gap is not None else "n/a"
     share = f"{result.delegated_share:.0%}" if result.delegated_share is not None else "n/a"
-    print(f"wrote {result.path}  (total latency {lat}, delegated {share} of operator time, worst {result.gap_metric} gap "
+    print(f"wrote {result.path}  (total latency {lat}, delegated {share} of operator time, "
+          f"worst {result.gap_metric} gap "
           f"{gap}; {len(result.files)} files alongside)")
     status = 0
     if args.fail_on_gap is not None and result.worst_gap is not None:

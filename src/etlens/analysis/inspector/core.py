@@ -535,20 +535,11 @@ class Inspector:
         return out
 
     def run_debug_data(self, block: int, event: int, column: int) -> list:
-        """The values event ``event`` of block ``block`` logged in the block's ``column``-th run (etlens extra).
+        """What event ``event`` of block ``block`` logged in the block's ``column``-th run, as numpy
+        arrays or scalars, no torch import (etlens extra; see :func:`.run_values.run_values`)."""
+        from .run_values import run_values
 
-        ``Event.debug_data`` holds the first run's values only (as in ExecuTorch); runs of one block
-        log the same events in the same order, so the same positions in another run hold that
-        run's values (an LLM's prefill and decode runs differ here: shapes, positions).
-        """
-        b = self._blocks[block]
-        idxs = b.debug_events[event]
-        if idxs is None or column >= len(b.runs):
-            return []
-        run = b.runs[column]
-        if len(idxs) and int(idxs.max()) >= len(self._dump.runs[run].kind):
-            return []
-        return list(self._debug_list(run, idxs))
+        return run_values(self._dump, self._buffer, self._blocks[block], event, column)
 
     @property
     def has_debug_buffer(self) -> bool:
