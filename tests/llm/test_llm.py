@@ -88,7 +88,9 @@ def test_headline_is_forward_not_an_average_of_methods(llm_corpus, executorch_fo
         # the delegated share is the one `inspect` prints (same method, same definition)
         share = data.delegated_time_share
         assert share is not None and 0 < share < 1
-        text = data.inspector.summary_text()
+        from etlens.views.tables import summary_paragraph
+
+        text = summary_paragraph(data.inspector)  # what `etlens inspect` prints
         assert f"Delegated share of operator time: {100 * share:.1f}%." in text, text
 
 
