@@ -53,6 +53,7 @@ import tempfile
 from typing import Any, Callable
 
 from ..errors import EtlensError
+from . import oplibs
 
 __all__ = ["NativeStageError", "NativeWorker", "debug_buffer_bytes", "has_quantized_ops", "run_program",
            "lower_program", "lower_and_run"]
@@ -223,9 +224,12 @@ def _stage_error(facts: dict[str, Any], work: str, code: int | None, log: str, v
 
 
 def _save_inputs(inputs: Any, path: str) -> str:
+    """Save the positional arguments as a list, nested structure kept (the child flattens for the runtime)."""
     import torch
 
-    torch.save(list(inputs) if isinstance(inputs, (list, tuple)) else [inputs], path)
+    from .inputs import as_args
+
+    torch.save(list(as_args(inputs)), path)
     return path
 
 
@@ -507,10 +511,10 @@ def _child_job(job_path: str, proto: Any) -> bool:
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
     try:
-        if job.get("quantized"):
-            _load_quantized_kernels()
+        oplibs.load(["executorch.kernels.quantized"] if job.get("quantized") else [])
         for stage in job["stages"]:
             proto.write(f"stage {stage}\n")
+            oplibs.load_for(job["ep"] if stage == "lower" else job["pte"])  # llama::*, torchao::* … (passes.oplibs)
             if stage == "lower":
                 _child_lower(job)
             else:
@@ -594,22 +598,20 @@ def _describe_delegates(ep: Any, path: str) -> None:
         json.dump(record, f)
 
 
-def _load_quantized_kernels() -> None:
-    import executorch.kernels.quantized  # noqa: F401 - registers quantized_decomposed out variants + kernels
-
-
 def _child_run(job: dict[str, Any], proto: Any) -> None:
     import torch
     from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
 
-    inputs = torch.load(job["inputs"], weights_only=True)
+    from .inputs import flatten_inputs
+
+    flat = flatten_inputs(torch.load(job["inputs"], weights_only=True))  # the runtime takes a flat list
     with open(job["pte"], "rb") as f:
         program = f.read()
     module = _load_for_executorch_from_buffer(program, enable_etdump=bool(job["etdump"]),
                                               debug_buffer_size=job["debug_buffer_size"] if job["debug"] else 0)
     outputs = None
     for i in range(job["runs"]):
-        outputs = module.forward(list(inputs))
+        outputs = module.forward(flat)
         proto.write(f"run {i}\n")
     if job["debug"]:
         module.write_etdump_result_to_file(job["etdump"], job["debug"])

@@ -209,6 +209,8 @@ def _numerics(data: ReportData, inspector, metric: str, threshold: float | None)
         why = getattr(analysis.capture, "fallback_reason", None)
         data.notes.append(f"numerics: reference {analysis.reference_graph!r} run by the {runner}"
                           + (f" (the JSON runner could not: {why})" if why else ""))
+    if analysis.inputs_source and "ETRecord" not in analysis.inputs_source:
+        data.notes.append(f"numerics: the reference ran on inputs {analysis.inputs_source}")
     gap_df = analysis.gap_table(metric)
     data.gap_df, data.gap_metric = gap_df, metric
     data.unpaired_df = analysis.explain_unpaired()

@@ -102,8 +102,7 @@ def lower(model, inputs, *, delegate: bool = True, quant: bool = False, backend:
         partitioners = cfg.partitioners()
     # ExecuTorch's default edge compile config, as the fixtures and reports have always been built
     edge = to_edge_transform_and_lower(ep, partitioner=partitioners, generate_etrecord=True)
-    if quant or _has_quantized_nodes(ep):
-        _load_quantized_kernels()
+    _load_quantized_kernels(ep)
     return ep, edge, edge.to_executorch()
 
 
@@ -113,12 +112,14 @@ def _has_quantized_nodes(ep: Any) -> bool:
                for n in ep.graph_module.graph.nodes if n.op == "call_function")
 
 
-def _load_quantized_kernels() -> None:
-    try:
-        import executorch.kernels.quantized  # noqa: F401 - registers the quantized_decomposed out variants
-    except ImportError as exc:
-        raise BackendUnavailableError("the program has quantized ops but executorch.kernels.quantized is missing: "
-                                      "reinstall executorch==1.5.1") from exc
+def _load_quantized_kernels(ep: Any) -> None:
+    """Register the operator libraries ``ep`` calls (quantized out variants, ``llama::*``).
+
+    The one home of that decision is :mod:`etlens.passes.oplibs`.
+    """
+    from ..passes import oplibs
+
+    oplibs.load_for(ep)
 
 
 def run_with_etdump(pte_bytes: bytes, inputs, runs: int, etdump_path: str, debug_path: str | None,
@@ -194,8 +195,7 @@ def build_and_run(model, inputs, out_dir: str, *, name: str = "model", backend: 
     from ..passes.runner import run_program
 
     edge = to_edge_transform_and_lower(ep, partitioner=cfg.partitioners(), generate_etrecord=True)
-    if quantized:
-        _load_quantized_kernels()
+    _load_quantized_kernels(ep)
     et = edge.to_executorch()
     with open(arts.pte, "wb") as f:
         f.write(et.buffer)
