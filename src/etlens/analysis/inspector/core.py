@@ -534,12 +534,15 @@ class Inspector:
                                          self._debug_list(r0, idxs)))
         return out
 
-    def run_debug_data(self, block: int, event: int, column: int) -> list:
-        """What event ``event`` of block ``block`` logged in the block's ``column``-th run, as numpy
-        arrays or scalars, no torch import (etlens extra; see :func:`.run_values.run_values`)."""
-        from .run_values import run_values
+    def run_debug_data(self, block: int, event: Optional[int], column: int) -> list:
+        """What event ``event`` of block ``block`` (None: the method's outputs) logged in the block's
+        ``column``-th run, as numpy arrays or scalars, no torch import (etlens extra; see ``run_values``)."""
+        from .run_values import run_outputs, run_values
 
-        return run_values(self._dump, self._buffer, self._blocks[block], event, column)
+        b = self._blocks[block]
+        if event is None:
+            return run_outputs(self._dump, self._buffer, b, column)
+        return run_values(self._dump, self._buffer, b, event, column)
 
     @property
     def has_debug_buffer(self) -> bool:

@@ -21,7 +21,7 @@ from ...errors import FormatError
 from ...model.events import BlockColumns
 from ...readers.etdump import DebugBuffer, ETDump, TensorRef
 
-__all__ = ["run_values"]
+__all__ = ["run_values", "run_outputs"]
 
 
 def run_values(dump: ETDump, buffer: Optional[DebugBuffer], block: BlockColumns, event: int, column: int) -> list:
@@ -41,6 +41,25 @@ def run_values(dump: ETDump, buffer: Optional[DebugBuffer], block: BlockColumns,
                 if isinstance(p, TensorRef):
                     p = buffer.array(p) if buffer is not None else np.zeros(p.sizes)
                 out.append(p)
+        except FormatError:
+            out.append(None)
+    return out
+
+
+def run_outputs(dump: ETDump, buffer: Optional[DebugBuffer], block: BlockColumns, column: int) -> list:
+    """The method outputs logged in run ``column`` of ``block`` (numpy arrays or scalars)."""
+    idxs = block.output_events
+    if idxs is None or not len(idxs) or column >= len(block.runs):
+        return []
+    run = block.runs[column]
+    if int(np.max(idxs)) >= len(dump.runs[run].kind):
+        return []
+    out: list[Any] = []
+    for i in np.asarray(idxs).tolist():
+        try:
+            _, payload = dump.debug_entry(run, i)
+            for p in payload if isinstance(payload, list) else [payload]:
+                out.append(buffer.array(p) if isinstance(p, TensorRef) and buffer is not None else p)
         except FormatError:
             out.append(None)
     return out
