@@ -188,6 +188,8 @@ def test_every_subcommand(llm_corpus, case_name, tmp_path, capsys):
     code, out, err = _cli(["memory", case.pte, "--etrecord", case.etrecord, "--html", str(tmp_path / "m.html")],
                           capsys)
     assert code == 0 and "kv_cache.k_cache" in out and "per token" in out
+    code, out, err = _cli(["memory", case.pte, "--method", "forward", "--format", "json"], capsys)
+    assert code == 0 and [m["name"] for m in json.loads(out)["methods"]] == ["forward"]
     code, out, err = _cli(["size", case.pte], capsys)
     assert code == 0
     code, out, err = _cli(["view", case.pte, "-o", str(tmp_path / "v.html")], capsys)
@@ -201,6 +203,12 @@ def test_every_subcommand(llm_corpus, case_name, tmp_path, capsys):
     assert "internal error" not in err and "does not match" not in err
     page = (tmp_path / "r.html").read_text()
     assert "LLM: prefill and decode" in page and "prefill (" in page
+    code, out, err = _cli(["report", "--etdump", case.etdump, "--pte", case.pte, "--method", "(constant methods)",
+                           "-o", str(tmp_path / "c.html")], capsys)
+    assert code == 0, err
+    code, out, err = _cli(["report", "--etdump", case.etdump, "--method", "nope", "-o", str(tmp_path / "n.html")],
+                          capsys)
+    assert code == 1 and "methods that ran" in err
 
 
 def test_llm_section_renders(llm_corpus, tmp_path, browser):
