@@ -68,8 +68,10 @@ def op_class(name: str, op_types: list[str], module: str = "") -> str:
         return "norm"
     if not mod and any(k in text for k in ("rsqrt", "_mean", ".mean")):
         return "norm"
-    if "attention" in leaf or "rope" in leaf or "attention" in cls.rsplit(".", 1)[-1]:
-        return "attention"
+    parts = path.split(".")
+    if "attention" in parts or "attention" in leaf or any(k in path for k in ("rope", "rotary")) \
+            or "attention" in cls.rsplit(".", 1)[-1]:
+        return "attention"  # the attention module's own glue: RoPE, reshapes around SDPA
     return "other"
 
 
