@@ -531,21 +531,15 @@ class Inspector:
                                          self._debug_list(r0, idxs)))
         return out
 
-    def run_debug_data(self, block: int, event: int, column: int) -> list:
-        """The values event ``event`` of block ``block`` logged in the block's ``column``-th run (etlens extra).
+    def run_debug_data(self, block: int, event: Optional[int], column: int) -> list:
+        """What event ``event`` of block ``block`` (None: the method's outputs) logged in the block's
+        ``column``-th run, as numpy arrays or scalars, no torch import (etlens extra; see ``run_values``)."""
+        from .run_values import run_outputs, run_values
 
-        ``Event.debug_data`` holds the first run's values only (as in ExecuTorch); runs of one block
-        log the same events in the same order, so the same positions in another run hold that
-        run's values (an LLM's prefill and decode runs differ here: shapes, positions).
-        """
         b = self._blocks[block]
-        idxs = b.debug_events[event]
-        if idxs is None or column >= len(b.runs):
-            return []
-        run = b.runs[column]
-        if len(idxs) and int(idxs.max()) >= len(self._dump.runs[run].kind):
-            return []
-        return list(self._debug_list(run, idxs))
+        if event is None:
+            return run_outputs(self._dump, self._buffer, b, column)
+        return run_values(self._dump, self._buffer, b, event, column)
 
     @property
     def has_debug_buffer(self) -> bool:
