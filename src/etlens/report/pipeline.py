@@ -113,7 +113,7 @@ def _has_quantized_nodes(ep: Any) -> bool:
 
 
 def _load_quantized_kernels(ep: Any) -> None:
-    """Register the operator libraries ``ep`` calls (quantized out variants, ``llama::*``): :mod:`etlens.passes.oplibs`."""
+    """Register the operator libraries ``ep`` calls (quantized out variants, ``llama::*``): see ``passes.oplibs``."""
     from ..passes import oplibs
 
     oplibs.load_for(ep)

@@ -171,7 +171,17 @@ def plan(gm: Any, float_names: set[str] | None = None) -> list[Exposure]:
     def ref(name: str) -> str | None:
         return name if float_names is None or name in float_names else None
 
+    # values computed from weights alone (an 8da4w weight's dequantize, a rope table) are no activations:
+    # lowering folds them into constants, and a constant returned as an output is refused by the partitioner
+    # ("constant data node … is tagged with (tag0) but has user (output)")
+    live: set[str] = set()
     for n in nodes:
+        if n.op == "placeholder" or any(a.name in live for a in n.all_input_nodes):
+            live.add(n.name)
+
+    for n in nodes:
+        if n.name not in live:
+            continue
         if _is_q(n) and n.args and hasattr(n.args[0], "op") and _compute(n.args[0]):
             group = sorted(_cone(n.args[0], assigned), key=lambda x: order[x.name])
             assigned.update(g.name for g in group)
