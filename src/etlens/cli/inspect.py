@@ -19,6 +19,7 @@ import sys
 
 from .._progress import console
 from ._common import add_command, write_text
+from .options import EXIT_OK, add_output, flatten, render_rows
 
 __all__ = ["register", "run"]
 
@@ -32,8 +33,7 @@ def register(sub) -> None:
     p.add_argument("--by-node", action="store_true",
                    help="one row per ATen node, delegate-internal time included, plus the framework tax")
     p.add_argument("--debug-buffer", help="debug buffer .bin written next to the .etdp (intermediate outputs)")
-    p.add_argument("--format", choices=["table", "tsv", "csv", "json"], default="table")
-    p.add_argument("-o", "--output", help="write the table here instead of stdout")
+    add_output(p)
     p.add_argument("--perfetto", metavar="TRACE_JSON", help="also write a Chrome/Perfetto trace-event timeline")
     p.add_argument("--tensorboard", metavar="LOGDIR", help="also write per-operator latency for TensorBoard")
     p.add_argument("--source-time-scale", default="ns", choices=["ns", "us", "ms", "s", "cycles"])
@@ -111,8 +111,14 @@ def _allocations(args) -> int:
     from ..views.allocations import format_allocations
 
     summary = allocation_summary(read_etdump(args.etdump))
-    write_text(json.dumps(summary, indent=1) if args.format == "json" else format_allocations(summary), args.output)
-    return 0
+    if args.format == "json":
+        text = json.dumps(summary, indent=1)
+    elif args.format in ("csv", "tsv"):
+        text = render_rows(["field", "value"], flatten(summary), args.format)
+    else:
+        text = format_allocations(summary)
+    write_text(text, args.output)
+    return EXIT_OK
 
 
 def _llm_line(prof) -> str:
@@ -218,4 +224,4 @@ def run(args) -> int:
         print("\n" + summary if stream is sys.stdout and not args.output else summary, file=stream)
     for n in notes:
         print(n, file=stream)
-    return 0
+    return EXIT_OK

@@ -8,6 +8,7 @@ import sys
 from ..errors import EtlensError, first_line
 from .._progress import console
 from ._common import add_command
+from .options import EXIT_ERROR, EXIT_OK, add_model_source, model_spec
 
 _EXAMPLE = ("etlens trace --model cnn --backend xnnpack -o trace.json --html trace.html\n"
             "  etlens trace --model cnn --backend cortex_m --quantize --quantize-io -o cm.json   # + cm.pte\n"
@@ -18,9 +19,10 @@ _EXAMPLE = ("etlens trace --model cnn --backend xnnpack -o trace.json --html tra
 def register(sub) -> None:
     p = add_command(sub, "trace", "trace a compilation pass by pass (graph, diff, timings, debug handles)",
                     _EXAMPLE)
-    p.add_argument("--model", help="demo name (see 'etlens demos'), MODULE:ATTR or path/to/file.py:ATTR; ATTR is a "
-                                   "function returning (model, example_inputs), or an nn.Module (then give "
-                                   "--input-shape or define example_inputs next to it)")
+    add_model_source(p, demo_default="cnn",
+                     model_help="path/to/file.py:ATTR or MODULE:ATTR (a demo name works too); ATTR is a function "
+                                "returning (model, example_inputs), or an nn.Module (then give --input-shape or "
+                                "define example_inputs next to it)")
     p.add_argument("--backend", default="xnnpack", help="registered backend (default: xnnpack; 'aten' needs only "
                                                         "PyTorch)")
     p.add_argument("-o", "--output", help="trace JSON to write (default: <model>.<backend>.trace.json)")
@@ -49,7 +51,7 @@ def _list_backends() -> int:
         print(f"{name:10} {cfg.description}\n{'':10} [{state}]")
         if reason is not None:
             print(f"{'':10} to use it: {cfg.advice()}")
-    return 0
+    return EXIT_OK
 
 
 def _runtime_note(trace, pte: str) -> str | None:
@@ -88,9 +90,10 @@ def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
 
     import torch
 
+    from ..passes.inputs import as_args, flatten_inputs
     from ..passes.runner import run_program
 
-    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    inputs = as_args(inputs)
     if cfg.prepare_inputs is not None and quantize:  # the layout trace_passes exported with
         inputs = cfg.prepare_inputs(inputs)
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,7 +103,7 @@ def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
             return f"note: running {pte} in the ExecuTorch runtime here failed: {first_line(exc, 1000)}"
     with torch.no_grad():
         ref = model(*inputs)
-    ref = [ref] if isinstance(ref, torch.Tensor) else list(ref)
+    ref = flatten_inputs(ref)  # (out, (h, c)) -> [out, h, c], the runtime's output order
     diff = max(float((g.float() - r.float()).abs().max()) for g, r in zip(got, ref))
     return f"ran {pte} in the ExecuTorch runtime here: max abs difference {diff:.3g} from the model"
 
@@ -108,15 +111,17 @@ def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
 def run(args) -> int:
     if args.list_backends:
         return _list_backends()
-    if not args.model:
-        raise EtlensError("etlens trace: give --model (a demo name, MODULE:ATTR or file.py:ATTR); "
-                          "see 'etlens demos'")
+    spec = model_spec(args)
+    if not spec:
+        raise EtlensError("etlens trace: give --model FILE.py:FN (or MODULE:FN) or --demo NAME; see 'etlens demos'")
+    if args.model and args.demo:
+        raise EtlensError("etlens trace: give --model or --demo, not both")
     from ..passes.backends import get_backend
     from ..passes.loader import load_model
     from ..passes.tracer import trace_passes
 
     get_backend(args.backend).check_available()  # fail before building the model
-    model, inputs, name = load_model(args.model, args.input_shape)
+    model, inputs, name = load_model(spec, args.input_shape)
     out = args.output or f"{name}.{args.backend}.trace.json"
     pte = None
     if get_backend(args.backend).to_executorch and not args.no_lower:
@@ -156,5 +161,5 @@ def run(args) -> int:
     if failed is not None:
         print(f"etlens: error: {failed.error['message']} (trace written to {os.path.abspath(out)}; the "
               f"traceback is in snapshot {failed.index} {failed.name!r})", file=console())
-        return 1
-    return 0
+        return EXIT_ERROR
+    return EXIT_OK

@@ -224,9 +224,12 @@ def _stage_error(facts: dict[str, Any], work: str, code: int | None, log: str, v
 
 
 def _save_inputs(inputs: Any, path: str) -> str:
+    """Save the positional arguments as a list, nested structure kept (the child flattens for the runtime)."""
     import torch
 
-    torch.save(list(inputs) if isinstance(inputs, (list, tuple)) else [inputs], path)
+    from .inputs import as_args
+
+    torch.save(list(as_args(inputs)), path)
     return path
 
 
@@ -599,14 +602,16 @@ def _child_run(job: dict[str, Any], proto: Any) -> None:
     import torch
     from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
 
-    inputs = torch.load(job["inputs"], weights_only=True)
+    from .inputs import flatten_inputs
+
+    flat = flatten_inputs(torch.load(job["inputs"], weights_only=True))  # the runtime takes a flat list
     with open(job["pte"], "rb") as f:
         program = f.read()
     module = _load_for_executorch_from_buffer(program, enable_etdump=bool(job["etdump"]),
                                               debug_buffer_size=job["debug_buffer_size"] if job["debug"] else 0)
     outputs = None
     for i in range(job["runs"]):
-        outputs = module.forward(list(inputs))
+        outputs = module.forward(flat)
         proto.write(f"run {i}\n")
     if job["debug"]:
         module.write_etdump_result_to_file(job["etdump"], job["debug"])

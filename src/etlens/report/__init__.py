@@ -90,8 +90,11 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
                       backend: str = "xnnpack", quantize: bool = False, runs: int = 5, trace: bool = True,
                       metric: str = "MSE", gap_threshold: float | None = None, progress: bool | None = None,
                       debug_buffer_size: int | None = None, verbose: bool = False,
-                      inside_delegates: bool = True) -> ReportResult:
+                      inside_delegates: bool = True, title: str | None = None) -> ReportResult:
     """Export, lower, run, trace and report on ``model`` (needs the ``executorch`` extra).
+
+    ``name`` names the model in the subtitle and the artifact files; ``title`` is the page title
+    (default ``etlens report: <name>``).
 
     Stages (one progress bar on a terminal): ``export`` [``quantize``] ``lower`` ``run`` x ``runs``
     [``trace passes``] ``analyze`` ``render``. The user's code runs here (its errors:
@@ -157,7 +160,7 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
         subtitle = (f"model {name} · backend {backend}{' · int8 (pt2e)' if quantize else ''} · "
                     f"{runs} runs on the ExecuTorch runtime")
         result = report_from_artifacts(arts.etdump, output, etrecord=arts.etrecord, debug_buffer=arts.debug_buffer,
-                                       pte=arts.pte, trace=the_trace, title=f"etlens report: {name}",
+                                       pte=arts.pte, trace=the_trace, title=title or f"etlens report: {name}",
                                        subtitle=subtitle, metric=metric, gap_threshold=gap_threshold,
                                        extra_files=files, on_stage=on_stage, inside=inside)
         bar.advance()

@@ -113,7 +113,10 @@ def _has_quantized_nodes(ep: Any) -> bool:
 
 
 def _load_quantized_kernels(ep: Any) -> None:
-    """Register the operator libraries ``ep`` calls (quantized out variants, ``llama::*``): see ``passes.oplibs``."""
+    """Register the operator libraries ``ep`` calls (quantized out variants, ``llama::*``).
+
+    The one home of that decision is :mod:`etlens.passes.oplibs`.
+    """
     from ..passes import oplibs
 
     oplibs.load_for(ep)

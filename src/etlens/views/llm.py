@@ -80,7 +80,8 @@ def runs_svg(prof: Any, width: int = 760, height: int = 180) -> str:
                      f"fill='{PHASE_COLORS.get(r.phase, '#999')}'><title>{tip}</title></rect>")
         if w >= 18:
             lab = f"{r.n_tokens}t" if r.n_tokens else "?"
-            parts.append(f"<text x='{x + w / 2:.1f}' y='{height - 20}' font-size='10' text-anchor='middle'>{lab}</text>")
+            parts.append(f"<text x='{x + w / 2:.1f}' y='{height - 20}' font-size='10' "
+                         f"text-anchor='middle'>{lab}</text>")
             parts.append(f"<text x='{x + w / 2:.1f}' y='{height - 8}' font-size='9' fill='#666' "
                          f"text-anchor='middle'>@{r.input_pos if r.input_pos is not None else '?'}</text>")
     lx = pad_l

@@ -21,10 +21,11 @@ writes a whole page. Example::
 from __future__ import annotations
 
 import hashlib
-import os
 import html
+import os
 from typing import Any
 
+from .._html import csp_meta
 from .text import format_bytes
 
 __all__ = ["memory_svg", "write_memory_html", "MEMORY_CSS", "TOOLTIP_JS"]
@@ -156,7 +157,7 @@ def memory_svg(report: Any, width: int = 960) -> str:
 def write_memory_html(report: Any, path: str, title: str | None = None) -> str:
     """Write the whole page (offline) and return ``path``."""
     title = title or f"memory · {os.path.basename(report.path)}"
-    doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+    doc = (f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>{html.escape(title)}</title>"
            f"<style>body{{margin:16px}}{MEMORY_CSS}</style></head><body class='etl-mem'>"
            f"<h2>{html.escape(title)}</h2><p class='facts'>Each bar is a planned tensor: x = the instructions it "
            f"is live for, y = its bytes in the arena. The blue curve is the live bytes; the orange dot the peak."

@@ -46,6 +46,7 @@ import time
 from typing import Any
 
 from ...errors import EtlensError
+from ...passes.inputs import args_for, as_args
 from .graph import Exposure, capture, instrument, plan, value_of
 from .result import InsideResult
 
@@ -101,7 +102,7 @@ class _Cycles:
         self.count += 1
         try:
             try:
-                ep = torch.export.export(gm, self.inputs)
+                ep = torch.export.export(gm, args_for(gm, self.inputs))
             except Exception as exc:  # noqa: BLE001 - export errors come in many types
                 raise EtlensError(f"inside-delegates: torch.export of the {label} failed ({type(exc).__name__}: "
                                   f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
@@ -231,14 +232,14 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
     from ..pipeline import quantize_pt2e
 
     if bisect and threshold is None:
-        raise EtlensError("--bisect needs --threshold: the bisect looks for the first value crossing it")
+        raise EtlensError("--bisect needs --fail-on-gap: the bisect looks for the first value crossing it")
     cfg = get_backend("portable" if backend in (None, "", "none") else backend)
     cfg.check_available()
     primary = get_comparator(metric)
     cmps = [get_comparator(m) for m in METRICS] + [get_comparator(c) for c in (comparators or [])]
     if primary.name not in {c.name for c in cmps}:
         cmps.append(primary)
-    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    inputs = as_args(inputs)  # nested (x, (h0, c0)) kept: export takes it; instrumented builds take it flat
     model = model.eval() if hasattr(model, "eval") else model
 
     try:
@@ -293,7 +294,7 @@ def _rows(builds: list[tuple], inputs: tuple, float_values: dict, handle_of: dic
     rows: list[tuple[int, dict]] = []
     for exposures, gm, _n, outs, where in builds:
         with torch.no_grad():
-            ref_outs = _flat(gm(*inputs))
+            ref_outs = _flat(gm(*args_for(gm, inputs)))
         for e in exposures:
             idx = e.output_index
             value = value_of(e, outs)
