@@ -102,9 +102,18 @@ def _float_tensor(node: Any) -> bool:
     return hasattr(val, "dtype") and getattr(val.dtype, "is_floating_point", False)
 
 
+#: ops whose result is no activation: quantization bookkeeping (the dynamic int8 activation path of an
+#: 8da4w linear, which XNNPACK fuses into the GEMM: exposed alone it returns zeros) and in-place cache
+#: writes (``llama::update_cache`` returns a dummy tensor)
+_NOT_VALUES = ("choose_qparams", "quantize_affine", "update_cache")
+
+
 def _compute(node: Any) -> bool:
     """A float op that computes something new (not q/dq, not view-like, not a placeholder)."""
-    if node.op != "call_function" or _is_q(node) or _is_dq(node) or "choose_qparams" in str(node.target):
+    if node.op != "call_function" or _is_q(node) or _is_dq(node) or any(k in str(node.target) for k in _NOT_VALUES):
+        return False
+    src = node.args[0] if node.args and _op_name(node) == "getitem" else None
+    if src is not None and any(k in str(getattr(src, "target", "")) for k in _NOT_VALUES):
         return False
     if _op_name(node) in VIEW_LIKE:
         return False
