@@ -40,7 +40,8 @@ __all__ = ["reference_inputs", "inputs_for_run", "load_inputs_file", "recover_in
 #: how to give inputs, named in every error of this module
 INPUTS_HINT = ("give the method's inputs with --inputs inputs.pt (torch.save((tokens, input_pos), 'inputs.pt'); "
                "Python: calculate_numeric_gap(..., inputs=...)) or record them in the ETRecord at export: "
-               "etrecord.update_representative_inputs([example_inputs]) before etrecord.save(path)")
+               "to_edge_transform_and_lower(..., generate_etrecord=True), then etrecord = program.get_etrecord(); "
+               "etrecord.update_representative_inputs([example_inputs]); etrecord.save(path)")
 
 #: ops whose output holds exactly the values of their (first) input, in memory order
 _VALUE_KEEPING = ("select_copy", "select", "view_copy", "view", "clone", "_to_copy", "squeeze_copy", "squeeze",
