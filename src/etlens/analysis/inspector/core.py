@@ -511,18 +511,19 @@ class Inspector:
                     out.setdefault(op, []).append(e)
         return out
 
-    def runtime_intermediate_outputs(self) -> List[RuntimeOutput]:
-        """Every operator event that logged intermediate outputs, for numeric comparison.
+    def runtime_intermediate_outputs(self, column: int = 0, method: Optional[str] = None) -> List[RuntimeOutput]:
+        """Operator events (not ``OPERATOR_CALL``) that logged intermediate outputs, decoded lazily.
 
-        Skips ``OPERATOR_CALL`` (its output is the same as the operator's) and framework events.
-        ``outputs`` decode on first access. Debug handles come from the ETRecord (empty without one).
-        """
+        ``column``: which run of each block (0: the first, as ExecuTorch); ``method``: that method's blocks."""
         out = []
-        for b in self._blocks:
-            r0 = b.runs[0]
+        for bi, b in enumerate(self._blocks):
+            if column >= len(b.runs) or (method is not None and self._block_methods[bi] != method):
+                continue
+            r0 = b.runs[column]
+            n_events = len(self._dump.runs[r0].kind)
             for i, name in enumerate(b.names):
                 idxs = b.debug_events[i]
-                if idxs is None or name == OPERATOR_CALL:
+                if idxs is None or name == OPERATOR_CALL or (len(idxs) and int(idxs.max()) >= n_events):
                     continue
                 h = b.debug_handles[i]
                 handles = () if h is None else ((h,) if isinstance(h, int) else tuple(h))
