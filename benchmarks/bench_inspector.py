@@ -1,16 +1,20 @@
-"""etlens Inspector vs ``executorch.devtools.Inspector`` on the 1000-layer, 10-run dump.
+"""etlens Inspector vs ``executorch.devtools.Inspector`` on the 1000-layer dump: the whole flow.
 
-Measures, each side in its own fresh subprocess (so peak RSS is that side's alone):
+Measures, each side in its own fresh subprocess (so peak RSS is that side's alone), sides
+interleaved over ``--rounds`` rounds (etlens, ExecuTorch, etlens, ExecuTorch, …: both see the same
+machine load; ranges are printed):
 
-* ETDump parse: ``etlens.readers.etdump.read_etdump`` vs ExecuTorch's ``deserialize_from_etdump_flatcc``
-  (goal: >= 50x faster);
-* ``Inspector(etdump, etrecord, debug buffer) + to_dataframe()`` (goal: >= 20x faster);
-* peak resident memory of the whole process (goal: <= 1/3 of ExecuTorch's).
+* ETDump parse: ``etlens.readers.etdump.read_etdump`` vs ExecuTorch's ``deserialize_from_etdump_flatcc``,
+  with the parse's events/s and MB/s next to the machine's memory bandwidth (a numpy copy of 256 MiB);
+* the whole Inspector flow: ``Inspector(etdump, etrecord, debug buffer)`` (load), ``to_dataframe()``,
+  ``calculate_numeric_gap("MSE")`` (gap) — goal: >= 50x faster end to end;
+* peak resident memory of the whole process.
 
-Library imports (pandas, and torch / executorch on ExecuTorch's side) happen before the clocks
-start on both sides; etlens never needs torch for this (debug tensors decode lazily).
+Library imports (pandas, torch, and executorch on ExecuTorch's side) happen before the clocks start
+on both sides; etlens is byte-compiled first (as a regular install is). The DataFrames are compared
+cell by cell and the gap tables row by row.
 
-    .venv/bin/python benchmarks/bench_inspector.py [--layers 1000] [--runs 10] [--repeat 3]
+    .venv/bin/python benchmarks/bench_inspector.py [--layers 1000] [--runs 10] [--rounds 3] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ warnings.filterwarnings("ignore")
 side, etdp, etrecord, debug, repeat = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 save = sys.argv[6] if len(sys.argv) > 6 else ""
 out = {}
+import pandas, torch  # noqa: F401  (imported up front on both sides)
 if side == "etlens":
-    import pandas  # noqa: F401  (imported up front, as ExecuTorch's Inspector module does)
     from etlens.readers.etdump import read_etdump
     from etlens.analysis.inspector import Inspector
     parse = lambda: read_etdump(etdp)
@@ -46,20 +50,24 @@ for _ in range(repeat):
     t = time.perf_counter(); parse(); dt = time.perf_counter() - t
     best = dt if best is None else min(best, dt)
 out["parse_s"] = best
-best_i = best_df = None
+best = None
 for _ in range(repeat):
     t = time.perf_counter()
     insp = Inspector(etdump_path=etdp, etrecord=etrecord, debug_buffer_path=debug)
     t1 = time.perf_counter()
     df = insp.to_dataframe()
     t2 = time.perf_counter()
-    if best_i is None or (t2 - t) < best_i + best_df:
-        best_i, best_df = t1 - t, t2 - t1
+    gap = insp.calculate_numeric_gap("MSE")
+    t3 = time.perf_counter()
+    if best is None or (t3 - t) < sum(best):
+        best = (t1 - t, t2 - t1, t3 - t2)
     out["rows"] = len(df)
     del insp
     if _ < repeat - 1:
-        del df
-out["inspector_s"], out["dataframe_s"] = best_i, best_df
+        del df, gap
+out["inspector_s"], out["dataframe_s"], out["gap_s"] = best
+out["gap_rows"] = {"handles": [list(h) for h in gap["aot_debug_handle"]], "ops": [list(o) for o in gap["aot_ops"]],
+                   "gaps": [[float(x) for x in g] for g in gap["gap"]]}
 out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 if save:  # after the measurements: keep the frame for the cell-by-cell comparison (decodes tensors)
     df.to_pickle(save)
@@ -78,60 +86,108 @@ def run_side(side: str, paths, repeat: int, save: str = "") -> dict:
     raise SystemExit(f"{side} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
 
 
+def memory_bandwidth_gbs(mib: int = 256, repeat: int = 5) -> float:
+    """Copy bandwidth of this machine: a numpy copy of ``mib`` MiB, best of ``repeat`` (read + write bytes / s)."""
+    import time
+
+    import numpy as np
+
+    src = np.ones(mib << 17, dtype=np.float64)
+    dst = np.empty_like(src)
+    best = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        np.copyto(dst, src)
+        dt = time.perf_counter() - t
+        best = dt if best is None else min(best, dt)
+    return 2 * src.nbytes / best / 1e9
+
+
+def _same_gap(a: dict, b: dict) -> bool:
+    if a["handles"] != b["handles"] or a["ops"] != b["ops"]:
+        return False
+    return all(x == y or abs(x - y) <= 1e-6 * max(abs(x), abs(y))
+               for ga, gb in zip(a["gaps"], b["gaps"]) for x, y in zip(ga, gb))
+
+
+def _rng(xs) -> str:
+    lo, hi = min(xs), max(xs)
+    return f"{lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"{lo:.3g}-{hi:.3g}"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--repeat", type=int, default=3, help="etlens repetitions (best of); ExecuTorch runs once")
-    ap.add_argument("--no-verify", action="store_true", help="skip comparing the two DataFrames cell by cell")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (one fresh process per side each)")
+    ap.add_argument("--repeat", type=int, default=1, help="repetitions inside each etlens process (best of)")
+    ap.add_argument("--no-verify", action="store_true", help="skip comparing the outputs cell by cell")
     args = ap.parse_args(argv)
     from _artifacts import deep_artifacts
 
+    import compileall
+
+    compileall.compile_dir(os.path.join(HERE, "..", "src", "etlens"), quiet=1)
     paths = deep_artifacts(args.layers, args.runs)
     sys.path.insert(0, os.path.join(HERE, "..", "src"))
     from etlens.readers.etdump import read_etdump
 
     dump = read_etdump(paths.etdump)
     n_events = sum(len(r) for r in dump.runs)
-    print(f"dump: {paths.etdump} ({os.path.getsize(paths.etdump) / 1e6:.1f} MB, {len(dump.runs)} runs, "
-          f"{n_events} events); debug buffer {os.path.getsize(paths.debug_buffer) / 1e6:.0f} MB", flush=True)
-    import tempfile as _tf
-
-    _tmp = _tf.mkdtemp(prefix="bench_inspector_")
-    ours_save = "" if args.no_verify else os.path.join(_tmp, "etlens.pkl")
-    ours = run_side("etlens", paths, args.repeat, ours_save)
-    print(f"etlens done: {ours}", flush=True)
+    size_mb = os.path.getsize(paths.etdump) / 1e6
+    print(f"dump: {paths.etdump} ({size_mb:.1f} MB, {len(dump.runs)} runs, {n_events} events); debug buffer "
+          f"{os.path.getsize(paths.debug_buffer) / 1e6:.0f} MB", flush=True)
     import tempfile
 
     tmp = tempfile.mkdtemp(prefix="bench_inspector_")
-    ours_pkl, theirs_pkl = ("", "") if args.no_verify else (os.path.join(tmp, "etlens.pkl"),
-                                                             os.path.join(tmp, "executorch.pkl"))
-    theirs = run_side("executorch", paths, 1, theirs_pkl)
-    print(f"executorch done: {theirs}", flush=True)
-    rows = [
-        ("ETDump parse (s)", ours["parse_s"], theirs["parse_s"], 50),
-        ("Inspector(...) (s)", ours["inspector_s"], theirs["inspector_s"], None),
-        ("to_dataframe() (s)", ours["dataframe_s"], theirs["dataframe_s"], None),
-        ("Inspector + to_dataframe (s)", ours["inspector_s"] + ours["dataframe_s"],
-         theirs["inspector_s"] + theirs["dataframe_s"], 20),
-    ]
-    print(f"\n{'measure':32s} {'etlens':>10s} {'executorch':>12s} {'speed-up':>10s}  goal")
-    for name, a, b, goal in rows:
-        ok = "" if goal is None else (f">= {goal}x " + ("OK" if b / a >= goal else "MISSED"))
-        print(f"{name:32s} {a:10.3f} {b:12.3f} {b / a:9.1f}x  {ok}")
-    ratio = ours["peak_rss_mb"] / theirs["peak_rss_mb"]
-    print(f"{'peak RSS (MB)':32s} {ours['peak_rss_mb']:10.0f} {theirs['peak_rss_mb']:12.0f} {ratio:9.2f}x  "
-          f"<= 0.33x {'OK' if ratio <= 1 / 3 else 'MISSED'}")
-    print(f"rows: etlens {ours['rows']}, executorch {theirs['rows']}")
+    ours_all, theirs_all, bw = [], [], []
+    for k in range(args.rounds):
+        bw.append(memory_bandwidth_gbs())
+        save = "" if args.no_verify or k else os.path.join(tmp, "etlens.pkl")
+        ours_all.append(run_side("etlens", paths, args.repeat, save))
+        print(f"round {k + 1}: etlens {ours_all[-1]['inspector_s']:.3f} + {ours_all[-1]['dataframe_s']:.3f} + "
+              f"{ours_all[-1]['gap_s']:.3f} s", flush=True)
+        save = "" if args.no_verify or k else os.path.join(tmp, "executorch.pkl")
+        theirs_all.append(run_side("executorch", paths, 1, save))
+        print(f"round {k + 1}: executorch {theirs_all[-1]['inspector_s']:.2f} + {theirs_all[-1]['dataframe_s']:.2f} "
+              f"+ {theirs_all[-1]['gap_s']:.2f} s", flush=True)
+
+    def total(r: dict) -> float:
+        return r["inspector_s"] + r["dataframe_s"] + r["gap_s"]
+
+    rows = [("ETDump parse (s)", "parse_s"), ("Inspector(...) (s)", "inspector_s"),
+            ("to_dataframe() (s)", "dataframe_s"), ("calculate_numeric_gap (s)", "gap_s")]
+    print(f"\n{'measure (ranges over ' + str(args.rounds) + ' rounds)':36s} {'etlens':>14s} {'executorch':>14s} "
+          f"{'speed-up (same round)':>22s}")
+    for name, key in rows:
+        ratios = [t[key] / o[key] for o, t in zip(ours_all, theirs_all)]
+        print(f"{name:36s} {_rng([o[key] for o in ours_all]):>14s} {_rng([t[key] for t in theirs_all]):>14s} "
+              f"{_rng(ratios) + 'x':>22s}")
+    ratios = [total(t) / total(o) for o, t in zip(ours_all, theirs_all)]
+    print(f"{'whole flow: load + DataFrame + gap':36s} {_rng([total(o) for o in ours_all]):>14s} "
+          f"{_rng([total(t) for t in theirs_all]):>14s} {_rng(ratios) + 'x':>22s}  goal >= 50x "
+          f"{'OK' if min(ratios) >= 50 else 'MISSED' if max(ratios) < 50 else 'IN RANGE'}")
+    rss = [o["peak_rss_mb"] / t["peak_rss_mb"] for o, t in zip(ours_all, theirs_all)]
+    print(f"{'peak RSS (MB)':36s} {_rng([o['peak_rss_mb'] for o in ours_all]):>14s} "
+          f"{_rng([t['peak_rss_mb'] for t in theirs_all]):>14s} {_rng(rss) + 'x':>22s}")
+    parse = [o["parse_s"] for o in ours_all]
+    print(f"ETDump parse: {_rng([n_events / p / 1e6 for p in parse])} M events/s = "
+          f"{_rng([size_mb / p / 1e3 for p in parse])} GB/s of .etdp, against a memory copy bandwidth of "
+          f"{_rng(bw)} GB/s (numpy copy of 256 MiB, read + write)")
+    print(f"rows: etlens {ours_all[0]['rows']}, executorch {theirs_all[0]['rows']}; gap rows "
+          f"{len(ours_all[0]['gap_rows']['gaps'])} / {len(theirs_all[0]['gap_rows']['gaps'])}")
     if not args.no_verify:
         import pandas as pd
 
         sys.path.insert(0, os.path.join(HERE, "..", "tests", "analysis", "inspector"))
         from _inspector_compare import frame_diffs
 
-        diffs = frame_diffs(pd.read_pickle(theirs_pkl), pd.read_pickle(ours_save))
+        diffs = frame_diffs(pd.read_pickle(os.path.join(tmp, "executorch.pkl")),
+                            pd.read_pickle(os.path.join(tmp, "etlens.pkl")))
         print("DataFrames equal cell by cell (incl. debug_data tensors)" if not diffs else
               "DataFrames DIFFER:\n  " + "\n  ".join(diffs))
+        print("gap tables equal row by row" if _same_gap(ours_all[0]["gap_rows"], theirs_all[0]["gap_rows"])
+              else "gap tables DIFFER")
     return 0
 
 

@@ -22,6 +22,10 @@ __all__ = [
     "GraphLintError",
     "BackendUnavailableError",
     "PassFailedError",
+    "MissingDependencyError",
+    "INSTALL_HINTS",
+    "missing_dependency",
+    "dependency_error",
     "first_line",
 ]
 
@@ -56,6 +60,49 @@ class BackendUnavailableError(EtlensError):
 
 class PassFailedError(EtlensError):
     """A compiler pass raised; the original exception is chained as ``__cause__``."""
+
+
+class MissingDependencyError(EtlensError):
+    """An optional dependency is not installed; the message names the extra that brings it.
+
+    Example: ``gap needs torch: pip install 'etlens[torch]'``. Build one with :func:`dependency_error`.
+    """
+
+
+#: top-level module of an optional dependency -> how to install it (the etlens extra that brings it)
+INSTALL_HINTS = {
+    "torch": "pip install 'etlens[torch]'",
+    "executorch": "pip install 'etlens[executorch]'",
+    "tensorboard": "pip install 'etlens[tensorboard]'",
+    "pyspark": "pip install 'etlens[spark]' (and a Java runtime)",
+    "tosa_serializer": "pip install 'etlens[cortex-m]' && pip install --no-deps tosa-tools==2026.5.0",
+    "model_explorer": "pip install ai-edge-model-explorer",
+    "transformers": "pip install transformers",
+}
+
+
+def missing_dependency(exc: BaseException | None) -> str | None:
+    """The optional dependency (a key of :data:`INSTALL_HINTS`) whose failed import caused ``exc``, or None.
+
+    Follows ``__cause__`` / ``__context__``, so an error raised while handling the
+    ``ModuleNotFoundError`` (a reader's "could not read …") still points at the real cause.
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ModuleNotFoundError) and exc.name:
+            top = exc.name.split(".")[0]
+            if top in INSTALL_HINTS:
+                return top
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def dependency_error(module: str, what: str) -> MissingDependencyError:
+    """``MissingDependencyError("<what> needs <module>: pip install 'etlens[<extra>]'")``."""
+    hint = INSTALL_HINTS.get(module.split(".")[0], f"pip install {module.split('.')[0]}")
+    return MissingDependencyError(f"{what} needs {module.split('.')[0]}: {hint}")
+
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:

@@ -34,6 +34,33 @@ def fleet() -> dict:
     return json.loads((out / "manifest.json").read_text())
 
 
+#: the replicas the CI test uses: groups, runs per process, drivers, processes per role per driver
+REPLICAS = (2, 8, 1, 3)
+
+
+@pytest.fixture(scope="session")
+def replicas() -> dict:
+    """``manifest.json`` of :mod:`tests.fleet.make_replicas`: real repeated runtime processes of one program
+    (roles ``A``/``B``: the same build, ``P``: its head layer doing 1.3x the work), :data:`REPLICAS` of them.
+    Built with the real toolchain and runtime in children, cached by source hash."""
+    if not HAS_EXECUTORCH:
+        pytest.skip("needs the executorch extra to run real processes")
+    from filelock import FileLock
+
+    maker = MAKER.with_name("make_replicas.py")
+    h = hashlib.sha256(maker.read_bytes() + (ROOT / "src/etlens/report/pipeline.py").read_bytes()
+                       + repr(REPLICAS).encode()).hexdigest()[:16]
+    out = CACHE / f"replicas-{h}"
+    out.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out / ".lock")):
+        if not (out / "manifest.json").exists():
+            proc = subprocess.run([sys.executable, str(maker), str(out), *map(str, REPLICAS)], capture_output=True,
+                                  text=True)
+            if proc.returncode:
+                raise RuntimeError(f"replicas build failed:\n{proc.stderr[-4000:]}")
+    return json.loads((out / "manifest.json").read_text())
+
+
 @pytest.fixture(scope="session")
 def dataset(fleet, tmp_path_factory) -> str:
     """The fleet collected into one dataset: one ``collect`` per ETDump (appending), device/build metadata."""

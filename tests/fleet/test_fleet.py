@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from etlens.cli.main import main
+from etlens.cli.options import EXIT_GATE
 from etlens.fleet import Side, collect, compare, query
 from etlens.fleet.stats import mannwhitney_p, verdict
 
@@ -17,16 +18,12 @@ def _wider_layer(module_path) -> bool:
     return (module_path or "").startswith("block")
 
 
-#: minimum relative p50 change the end-to-end tests ask for. Widening ``block`` is also a real (small) cost to
-#: its neighbours: its 256 KiB weights evict theirs from the cache, and on a loaded machine ``inp``'s weight
-#: permute measured 0.024 -> 0.032 ms (1.35x, significant over 10 runs). The block's own ops change 3-30x,
-#: so at 60 % the verdicts are about the tool, not about the machine's cache; the default (25 %) is
-#: checked on controlled samples in test_stats below.
-EFFECT = 0.6
-
-
+#: The end-to-end tests run with the default thresholds. Widening ``block`` can also cost its neighbours a
+#: little (its weights evict theirs from the cache); with each ETDump (process) as one replicate, that
+#: shift is within the neighbours' own process-to-process spread here, so they stay ``same`` (see
+#: docs/fleet.md, "Verdicts", for how a larger collateral slowdown is treated).
 def _cmp(ds, a, b):
-    return compare(Side.of_dataset(ds, f"build = '{a}'"), Side.of_dataset(ds, f"build = '{b}'"), min_effect=EFFECT)
+    return compare(Side.of_dataset(ds, f"build = '{a}'"), Side.of_dataset(ds, f"build = '{b}'"))
 
 
 def test_wider_layer_flagged_and_nothing_else(dataset):
@@ -53,26 +50,28 @@ def test_cli_compare_json_and_gate(dataset, tmp_path, capsys):
     out = tmp_path / "c.json"
     html = tmp_path / "c.html"
     rc = main(["compare", dataset, "--where", "build='n'", "--where", "build='n+1'", "--json", "-o", str(out),
-               "--html", str(html), "--min-effect", str(EFFECT)])
-    assert rc == 2
+               "--html", str(html)])
+    assert rc == EXIT_GATE
     doc = json.loads(out.read_text())
     row = doc["rows"][0]
     for key in ("node", "module_path", "event_name", "a_p50_ms", "b_p50_ms", "ratio", "verdict"):
         assert key in row
-    assert row["verdict"] == "regression" and row["ratio"] > 1 + EFFECT
+    assert row["verdict"] == "regression" and row["ratio"] > row["floor"] > 1
+    assert doc["summary"]["unit"] == "file" and row["a_units"] == row["b_units"] == 4
     page = html.read_text()
     assert "<svg" in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
-    swapped = ["compare", dataset, "--where", "build='n+1'", "--where", "build='n'", "--min-effect", str(EFFECT)]
+    swapped = ["compare", dataset, "--where", "build='n+1'", "--where", "build='n'"]
     assert main(swapped) == 0
 
 
 def test_compare_etdumps_directly(fleet):
     a = [d for d in fleet["dumps"] if d["build"] == "n"][0]
     b = [d for d in fleet["dumps"] if d["build"] == "n+1"][0]
-    res = compare(Side.of_etdumps([a["etdump"]], a["etrecord"]), Side.of_etdumps([b["etdump"]], b["etrecord"]),
-                  min_effect=EFFECT)
+    res = compare(Side.of_etdumps([a["etdump"]], a["etrecord"]), Side.of_etdumps([b["etdump"]], b["etrecord"]))
     assert {r["module_path"] for r in res["rows"] if r["verdict"] == "regression"} <= {"block.0", "block.1", "block.2"}
     assert any(r["verdict"] == "regression" for r in res["rows"])
+    # one process a side: runs are all there is; the floor comes from the spread of all ops' ratios
+    assert res["summary"]["unit"].startswith("run") and res["summary"]["cross_op_floor"] >= 1.0
 
 
 def test_per_device_counts_equal_the_inspector(fleet, dataset):

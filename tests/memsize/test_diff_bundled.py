@@ -9,6 +9,7 @@ import pytest
 
 from etlens.analysis.program_diff import diff_programs
 from etlens.cli.main import main
+from etlens.cli.options import EXIT_GATE
 from etlens.errors import EtlensError
 from etlens.readers import read, sniff
 from etlens.readers.bpte import read_bpte_bytes
@@ -108,9 +109,9 @@ def test_info_lists_bpte_cases(bundled, capsys):
 
 def test_verify_good_and_bad(bundled, tmp_path, capsys):
     """One runtime child for bad.bpte: cases 0 and 2 (expected outputs from eager PyTorch) pass, case 1
-    (expected output shifted by 1.0) fails and is named; the exit status is 2."""
+    (expected output shifted by 1.0) fails and is named; the exit status is EXIT_GATE (3)."""
     out = tmp_path / "v.json"
-    assert main(["verify", str(bundled / "bad.bpte"), "--format", "json", "-o", str(out)]) == 2
+    assert main(["verify", str(bundled / "bad.bpte"), "--format", "json", "-o", str(out)]) == EXIT_GATE
     doc = json.loads(out.read_text())
     assert [(c["method"], c["index"], c["passed"]) for c in doc["cases"]] == [
         ("forward", 0, True), ("forward", 1, False), ("forward", 2, True)]

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from etlens.cli.main import main
+from etlens.cli.options import EXIT_GATE
 
 SECTIONS = ["summary", "graph", "program", "delegation", "latency", "numerics", "files"]
 
@@ -141,10 +142,10 @@ def test_cli_gates(artifacts, tmp_path, capsys):
     assert main(base) == 0
     out = capsys.readouterr().out
     total = float(re.search(r"total latency ([0-9.]+) ms", out).group(1))
-    assert main(base + ["--fail-on-latency-ms", str(total / 10)]) == 2
+    assert main(base + ["--fail-on-latency-ms", str(total / 10)]) == EXIT_GATE
     assert "fail-on-latency-ms" in capsys.readouterr().err
     assert main(base + ["--fail-on-latency-ms", str(total * 100)]) == 0
-    assert main(base + ["--fail-on-gap", "-1"]) == 2
+    assert main(base + ["--fail-on-gap", "-1"]) == EXIT_GATE
     assert main(base + ["--fail-on-gap", "1e9"]) == 0
 
 

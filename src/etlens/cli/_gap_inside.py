@@ -1,8 +1,8 @@
 """``etlens gap --model … --inside-delegates``: the per-op gap inside delegates, from a model.
 
 Kept apart from :mod:`etlens.cli.gap` (the artifact mode) so each stays small. The model is
-lowered and run by :func:`etlens.report.inside.inside_delegates`; the exit status is 2 when a value
-crosses ``--threshold``, as in the artifact mode.
+lowered and run by :func:`etlens.report.inside.inside_delegates`; the exit status is 3 (a failed
+gate) when a value crosses ``--fail-on-gap``, as in the artifact mode.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from ._common import write_text
+from .options import EXIT_OK, gate_failed, add_model_source, model_spec, render_records
 
 __all__ = ["add_inside_arguments", "run_inside"]
 
@@ -18,32 +19,38 @@ def add_inside_arguments(p) -> None:
     """The model-mode flags of ``etlens gap``."""
     g = p.add_argument_group("inside delegates (lower and run a model instead of reading artifacts)")
     src = g.add_mutually_exclusive_group()
-    src.add_argument("--model", metavar="FILE.py:FN", help="a function returning (module, example_inputs)")
-    src.add_argument("--demo", nargs="?", const="mlp", metavar="NAME", help="a built-in demo model (default mlp)")
+    add_model_source(src, demo_default="mlp")
     g.add_argument("--inside-delegates", action="store_true",
                    help="one row per op inside each delegate, computed by the backend's kernels (implied by --model)")
     g.add_argument("--quantize", action="store_true", help="pt2e int8-quantize with the backend's quantizer first")
     g.add_argument("--backend", default="xnnpack", help="partitioner to lower with (default xnnpack)")
     g.add_argument("--bisect", action="store_true",
-                   help="confirm the first crossing with O(log N) single-value builds (needs --threshold)")
+                   help="confirm the first crossing with O(log N) single-value builds (needs --fail-on-gap)")
 
 
 def run_inside(args) -> int:
-    """Lower + run ``--model``/``--demo`` instrumented, print or write the rows; exit 2 on a crossing."""
+    """Lower + run ``--model``/``--demo`` instrumented, print or write the rows; exit 3 on a crossing."""
     from ..errors import EtlensError
     from ..passes.loader import load_model
     from ..report.inside import inside_delegates
 
-    for flag in ("etdump", "etrecord", "debug_buffer"):
+    for flag in ("etdump", "etrecord", "debug_buffer", "inputs"):
         if getattr(args, flag):
             raise EtlensError(f"--{flag.replace('_', '-')} reads device artifacts; it does not go with "
                               "--model/--demo/--inside-delegates")
-    spec = args.model or args.demo
+    spec = model_spec(args)
     if not spec:
         raise EtlensError("--inside-delegates needs --model FILE.py:FN or --demo NAME")
     model, inputs, _name = load_model(spec)
     res = inside_delegates(model, inputs, backend=args.backend, quantize=args.quantize, metric=args.metric,
                            threshold=args.threshold, bisect=args.bisect)
-    text = json.dumps(res.to_dict(), indent=2, default=str) if args.format == "json" else res.to_text()
+    if args.format == "json":
+        text = json.dumps(res.to_dict(), indent=2, default=str)
+    elif args.format in ("csv", "tsv"):
+        text = render_records(res.to_dict()["rows"], args.format)
+    else:
+        text = res.to_text()
     write_text(text, args.output)
-    return 2 if res.crossing else 0
+    if res.crossing:
+        return gate_failed(f"a value inside a delegate crosses --fail-on-gap {args.threshold:g} ({args.metric})")
+    return EXIT_OK

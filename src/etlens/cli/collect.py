@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from ._common import add_command
+from .options import EXIT_OK
 
 
 def register(sub) -> None:
@@ -58,4 +59,4 @@ def run(args) -> int:
     note = f"; {len(res.skipped)} skipped (reasons above)" if res.skipped else ""
     print(f"collected {res.events} events from {res.files} files into {res.dataset} "
           f"in {res.seconds:.2f} s{note}")
-    return 0
+    return EXIT_OK

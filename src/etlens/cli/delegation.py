@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ._common import add_command, write_text
+from .options import EXIT_OK, add_output
 
 
 def register(sub) -> None:
@@ -17,7 +18,6 @@ def register(sub) -> None:
                     "An .etrecord gives fx-level numbers (the lowered view is rebuilt from its delegate and "
                     "debug-handle maps); a .pte gives the backend's own (fused) operations.")
     p.add_argument("artifact", help=".etrecord, .pte, .pt2 or etlens trace/graph JSON")
-    p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     p.add_argument("--method", default=None, help="method of a multi-method program (default: forward)")
     p.add_argument("--recorded", action="store_true",
                    help="ETRecord: count the stored edge program as ExecuTorch does (before partitioning) "
@@ -25,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("--graph", action="store_true", help="also print the graph with each delegate expanded")
     p.add_argument("--why", choices=("xnnpack",), default=None,
                    help="ask this partitioner why each fallback was not delegated (.etrecord; needs executorch)")
-    p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    add_output(p)
     p.set_defaults(func=run)
 
 
@@ -42,6 +42,9 @@ def run(args) -> int:
         if not data["delegated"]:
             data["message"] = _no_delegates(args.artifact, info)
         text = json.dumps(data, indent=2, default=str)
+    elif args.format in ("csv", "tsv"):  # ExecuTorch's per-operator table, with the Total row
+        text = info.get_operator_delegation_dataframe().to_csv(sep="\t" if args.format == "tsv" else ",",
+                                                                index=False)
     else:
         text = info.format_report()
         if info.num_delegated_subgraphs == 0:
@@ -49,7 +52,7 @@ def run(args) -> int:
         if args.graph:
             text += "\n" + format_delegated_graph(args.artifact, method=args.method)
     write_text(text, args.output)
-    return 0
+    return EXIT_OK
 
 
 def _no_delegates(path: str, info) -> str:

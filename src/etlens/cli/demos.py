@@ -5,22 +5,25 @@ from __future__ import annotations
 import json
 
 from ._common import add_command, write_text
+from .options import EXIT_OK, add_output, render_rows
 
 
 def register(sub) -> None:
     p = add_command(sub, "demos", "list the built-in demo models (use them with --model / --demo)",
                     "etlens demos && etlens trace --model cnn --backend xnnpack -o trace.json")
-    p.add_argument("--json", action="store_true", help="print {name: description} as JSON")
+    add_output(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from ..passes.demos import DEMOS
 
-    if args.json:
+    if args.format == "json":  # {name: description}, as before
         text = json.dumps({name: desc for name, (_, desc) in DEMOS.items()}, indent=2)
+    elif args.format in ("csv", "tsv"):
+        text = render_rows(["name", "description"], [(n, d) for n, (_, d) in DEMOS.items()], args.format)
     else:
         width = max(len(n) for n in DEMOS)
         text = "\n".join(f"{name:{width}}  {desc}" for name, (_, desc) in DEMOS.items())
-    write_text(text, None)
-    return 0
+    write_text(text, args.output)
+    return EXIT_OK

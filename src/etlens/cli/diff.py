@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from ._common import add_command, write_text
+from .options import EXIT_OK, add_output, flatten, render_rows
 
 __all__ = ["register", "run"]
 
@@ -21,8 +22,7 @@ def register(sub) -> None:
                     "etlens diff old.pte new.pte --format json -o diff.json --html diff.html")
     p.add_argument("a", help="first file (A)")
     p.add_argument("b", help="second file (B)")
-    p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("-o", "--output", help="write the text/JSON here instead of stdout")
+    add_output(p)
     p.add_argument("--html", metavar="FILE", help="also write the side-by-side graph viewer of A and B")
     p.set_defaults(func=run)
 
@@ -102,7 +102,12 @@ def run(args) -> int:
     else:
         d = {"path_a": args.a, "path_b": args.b, "format_a": fa, "format_b": fb}
     d["graphs"] = _graph_diff(art_a, art_b)
-    text = json.dumps(d, indent=1, default=str) if args.format == "json" else _format(d)
+    if args.format == "json":
+        text = json.dumps(d, indent=1, default=str)
+    elif args.format in ("csv", "tsv"):  # one row per field of the JSON document
+        text = render_rows(["field", "value"], flatten(d), args.format)
+    else:
+        text = _format(d)
     write_text(text, args.output)
     if args.html:
         from ..views.html import generate_compare_html
@@ -110,4 +115,4 @@ def run(args) -> int:
         ga, gb = art_a.graph(prefer=("forward",)), art_b.graph(prefer=("forward",))
         generate_compare_html([("A: " + args.a, ga), ("B: " + args.b, gb)], args.html,
                               title=f"diff {args.a} vs {args.b}")
-    return 0
+    return EXIT_OK

@@ -2,7 +2,7 @@
 
 Runs the reference program recorded in the ETRecord on its representative inputs, pairs every
 reference output with the runtime's intermediate output (ETDump + debug buffer) by debug handle,
-and prints one row per op group with the distance. With ``--threshold`` the exit status is 2 when
+and prints one row per op group with the distance. With ``--fail-on-gap`` the exit status is 3 when
 any gap is on the bad side of it (above for MSE/L1/max_abs, below for SNR/cosine), so CI can gate
 on numeric drift; the first divergence (earliest op in graph order) is named with its module and
 source line.
@@ -15,6 +15,7 @@ import math
 
 from ._common import add_command, write_text
 from ._gap_inside import add_inside_arguments, run_inside
+from .options import EXIT_OK, add_gate, gate_failed, add_output, render_rows
 
 _METRICS = ["MSE", "L1", "SNR", "cosine", "max_abs"]
 
@@ -22,14 +23,17 @@ _METRICS = ["MSE", "L1", "SNR", "cosine", "max_abs"]
 def register(sub) -> None:
     p = add_command(sub, "gap", "numeric gap per operator: ETRecord reference vs runtime intermediate outputs",
                     "etlens gap --etdump run.etdp --etrecord model.etrecord --debug-buffer run.debug.bin "
-                    "--metric SNR --threshold 30")
+                    "--metric SNR --fail-on-gap 30")
     p.add_argument("--etdump", help="ETDump (.etdp) written with intermediate outputs")
     p.add_argument("--etrecord", help="ETRecord with representative inputs")
     p.add_argument("--debug-buffer", help="debug buffer file written next to the ETDump")
+    p.add_argument("--inputs", metavar="FILE.pt",
+                   help="the method's inputs, torch.save-d as a tuple (default: the ETRecord's representative "
+                        "inputs, else recovered from the debug buffer)")
     add_inside_arguments(p)
     p.add_argument("--metric", default="MSE", choices=_METRICS, type=_metric, help="distance (default MSE)")
-    p.add_argument("--threshold", type=float, default=None,
-                   help="exit 2 when a gap crosses it (above for MSE/L1/max_abs, below for SNR/cosine)")
+    add_gate(p, "gap", "rows whose gap crosses X are marked; a crossing fails the gate (above X for MSE/L1/max_abs, "
+             "below X for SNR/cosine)", aliases=["--threshold"], dest="threshold")
     p.add_argument("--reference-graph", default=None,
                    help="exported_program | edge_dialect_exported_program | a graph-map name (default: auto)")
     p.add_argument("--explain", action="store_true", help="also list ops/events without a row, and why")
@@ -39,8 +43,7 @@ def register(sub) -> None:
     p.add_argument("--delegate-outputs", default="graph", choices=["graph", "executorch"],
                    help="pair each output of a delegate call with the node that returns it (graph, default) or "
                         "by ExecuTorch's positional rule (executorch)")
-    p.add_argument("--format", default="table", choices=["table", "json"], help="output format")
-    p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    add_output(p)
     p.set_defaults(func=run)
 
 
@@ -98,7 +101,7 @@ def run(args) -> int:
     from ..analysis.inspector import Inspector
 
     insp = Inspector(etdump_path=args.etdump, etrecord=args.etrecord, debug_buffer_path=args.debug_buffer)
-    analysis = numerics.analyze(insp, args.reference_graph, delegate_outputs=args.delegate_outputs)
+    analysis = numerics.analyze(insp, args.reference_graph, inputs=args.inputs, delegate_outputs=args.delegate_outputs)
     multi = bool(getattr(args, "multi_output", False))
     df = analysis.gap_table(args.metric, multi_output=multi)
     comparator = get_comparator(args.metric)
@@ -115,6 +118,7 @@ def run(args) -> int:
             "metric": args.metric,
             "threshold": args.threshold,
             "reference_graph": analysis.reference_graph,
+            "inputs_source": analysis.inputs_source,
             "rows": [{
                 "aot_debug_handle": list(r.aot_debug_handle), "aot_ops": list(r.aot_ops),
                 "runtime_ops": list(r.runtime_ops), "runtime_debug_handle": list(r.runtime_debug_handle),
@@ -130,12 +134,19 @@ def run(args) -> int:
                                 if k != "stack_trace"} for rec in explain.astype(object).where(
                                     explain.notna(), None).to_dict("records")]
         text = json.dumps(doc, indent=2, default=str)
+    elif args.format in ("csv", "tsv"):
+        text = render_rows(["group", "aot_ops", "runtime_ops", "aot_debug_handle", "runtime_debug_handle", "gap",
+                            "crosses_threshold"],
+                           [[i, list(r.aot_ops), list(r.runtime_ops), list(r.aot_debug_handle),
+                             list(r.runtime_debug_handle), list(r.gap), i in crossing]
+                            for i, r in enumerate(df.itertuples())], args.format)
     else:
         from tabulate import tabulate
 
         rows = [[i, _short(r.aot_ops), _short(r.runtime_ops), _short(r.aot_debug_handle, 6), _fmt_gap(r.gap),
                  "!" if i in crossing else ""] for i, r in enumerate(df.itertuples())]
-        lines = [f"numeric gap ({args.metric}) against {analysis.reference_graph}: {len(df)} op groups", "",
+        lines = [f"numeric gap ({args.metric}) against {analysis.reference_graph}: {len(df)} op groups"
+                 + (f" (inputs {analysis.inputs_source})" if analysis.inputs_source else ""), "",
                  tabulate(rows, headers=["#", "reference ops", "runtime ops", "debug handles", args.metric, ""],
                           tablefmt="simple")]
         if args.threshold is not None:
@@ -152,4 +163,6 @@ def run(args) -> int:
                                headers=["side", "name", "reason", "why"], tablefmt="simple")]
         text = "\n".join(lines)
     write_text(text, args.output)
-    return 2 if crossing else 0
+    if crossing:
+        return gate_failed(f"{len(crossing)} op group(s) cross --fail-on-gap {args.threshold:g} ({args.metric})")
+    return EXIT_OK

@@ -19,6 +19,7 @@ import sys
 
 from .._progress import console
 from ._common import add_command, write_text
+from .options import EXIT_OK, add_output, flatten, render_rows
 
 __all__ = ["register", "run"]
 
@@ -32,8 +33,7 @@ def register(sub) -> None:
     p.add_argument("--by-node", action="store_true",
                    help="one row per ATen node, delegate-internal time included, plus the framework tax")
     p.add_argument("--debug-buffer", help="debug buffer .bin written next to the .etdp (intermediate outputs)")
-    p.add_argument("--format", choices=["table", "tsv", "csv", "json"], default="table")
-    p.add_argument("-o", "--output", help="write the table here instead of stdout")
+    add_output(p)
     p.add_argument("--perfetto", metavar="TRACE_JSON", help="also write a Chrome/Perfetto trace-event timeline")
     p.add_argument("--tensorboard", metavar="LOGDIR", help="also write per-operator latency for TensorBoard")
     p.add_argument("--source-time-scale", default="ns", choices=["ns", "us", "ms", "s", "cycles"])
@@ -42,6 +42,12 @@ def register(sub) -> None:
     p.add_argument("--no-summary", action="store_true", help="do not print the summary paragraph")
     p.add_argument("--allocations", action="store_true",
                    help="show the runtime allocations per run (allocators, largest, timeline) instead")
+    p.add_argument("--method", help="only the runs of this method (a multi-method program, e.g. an LLM's "
+                                    "'forward' apart from its metadata methods); default: all")
+    p.add_argument("--llm", action="store_true",
+                   help="the LLM view instead of the event table: each run labelled prefill (n tokens) or decode, "
+                        "per-token latency, tokens/s, time per operator class by phase (needs --debug-buffer for "
+                        "the labels). LLM dumps get a one-line version in the summary automatically")
     p.set_defaults(func=run)
 
 
@@ -105,8 +111,26 @@ def _allocations(args) -> int:
     from ..views.allocations import format_allocations
 
     summary = allocation_summary(read_etdump(args.etdump))
-    write_text(json.dumps(summary, indent=1) if args.format == "json" else format_allocations(summary), args.output)
-    return 0
+    if args.format == "json":
+        text = json.dumps(summary, indent=1)
+    elif args.format in ("csv", "tsv"):
+        text = render_rows(["field", "value"], flatten(summary), args.format)
+    else:
+        text = format_allocations(summary)
+    write_text(text, args.output)
+    return EXIT_OK
+
+
+def _llm_line(prof) -> str:
+    parts = []
+    for name in ("prefill", "decode"):
+        st = prof.phases[name]
+        if st.runs:
+            parts.append(f"{name} {st.runs} run(s), {st.tokens} token(s), {st.ms_per_token:.4g} ms/token "
+                         f"({st.tokens_per_s:,.0f} tokens/s)")
+    if not parts:
+        parts.append("runs not labelled (no intermediate outputs: pass --debug-buffer)")
+    return f"LLM ({prof.method}): " + "; ".join(parts) + ". Details: etlens inspect --llm."
 
 
 def run(args) -> int:
@@ -131,7 +155,22 @@ def run(args) -> int:
         bar.update(1)
         bar.set_description("building table")
         by_node_line = ""
-        if args.by_node:
+        llm = None
+        if args.llm or not args.no_summary:
+            from ..analysis.llm import llm_profile
+
+            llm = llm_profile(insp, args.method)
+            if args.llm and llm is None:
+                from ..errors import EtlensError
+
+                raise EtlensError(f"{args.etdump}: no LLM ops (custom SDPA / KV-cache update / SDPA) in this "
+                                  "ETDump, so there is no prefill/decode view; drop --llm")
+        if args.llm:
+            from ..views.llm import llm_text
+
+            text = json.dumps(_clean_json(llm.to_json()), indent=1) if args.format == "json" else llm_text(llm)
+            nrows = len(llm.runs)
+        elif args.by_node:
             if not args.etrecord:
                 from ..errors import EtlensError
 
@@ -142,11 +181,11 @@ def run(args) -> int:
                               ".pte to attribute it to nodes", stacklevel=1)
             text, nrows, by_node_line = _by_node(insp, args)
         elif args.all_events:
-            df = insp.to_dataframe().drop(columns=["debug_data"])
+            df = insp.to_dataframe(method=args.method).drop(columns=["debug_data"])
         else:
-            df = insp.printed_dataframe()
+            df = insp.printed_dataframe(method=args.method)
         bar.update(1)
-        if args.by_node:
+        if args.by_node or args.llm:
             pass
         elif args.format == "table":
             from tabulate import tabulate
@@ -171,16 +210,18 @@ def run(args) -> int:
     write_text(text, args.output)
     notes = []
     if args.output:
-        notes.append(f"wrote {nrows if args.by_node else len(df)} rows to {args.output}")
+        notes.append(f"wrote {nrows if args.by_node or args.llm else len(df)} rows to {args.output}")
     if args.perfetto:
         notes.append(f"wrote timeline {args.perfetto} (open in https://ui.perfetto.dev)")
     if args.tensorboard:
         notes.append(f"wrote TensorBoard logs to {args.tensorboard} (tensorboard --logdir {args.tensorboard})")
-    summary = "" if args.no_summary else (by_node_line or insp.summary_text())
+    summary = "" if args.no_summary or args.llm else (by_node_line or insp.summary_text())
+    if summary and llm is not None:
+        summary += "\n" + _llm_line(llm)
     # keep machine-readable stdout clean: notes and summary go to stderr unless the table went to a file
     stream = sys.stdout if (args.format == "table" or args.output) else console()
     if summary:
         print("\n" + summary if stream is sys.stdout and not args.output else summary, file=stream)
     for n in notes:
         print(n, file=stream)
-    return 0
+    return EXIT_OK

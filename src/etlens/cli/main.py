@@ -4,8 +4,9 @@ Each subcommand module defines ``register(subparsers)`` which adds its parser (w
 example in its epilog) and sets ``func`` to a ``run(args) -> int`` function. Modules here must
 stay light at import time: heavy libraries are imported inside ``run``.
 
-Errors: an :class:`~etlens.errors.EtlensError` prints one line and exits 1; anything else prints
-one line asking for a bug report (``--debug`` shows the traceback). Abbreviated options are
+Exit status (constants in :mod:`etlens.cli.options`, listed by ``etlens --help``): 0 ok; 1 an
+error — an :class:`~etlens.errors.EtlensError` prints one line, anything else one line asking for a
+bug report (``--debug`` shows the traceback); 2 a usage error (argparse); 3 a gate failed. Abbreviated options are
 refused (``allow_abbrev=False`` everywhere), so ``--debug`` and ``-v`` work after any subcommand.
 
 Quiet by default: while a command runs, stderr (third-party warnings, torch/torchao log lines,
@@ -20,8 +21,9 @@ import argparse
 import importlib
 import sys
 
-from ..errors import EtlensError
+from ..errors import INSTALL_HINTS, EtlensError, missing_dependency
 from ._common import add_global_flags
+from .options import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, exit_codes_help
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -38,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="etlens",
         description="Make compiled PyTorch / ExecuTorch models understandable: graphs, passes, "
                     "device timings and numeric drift, from the files alone.",
-        epilog="Start with: etlens report --demo -o report.html",
+        epilog="Start with: etlens report --demo -o report.html\n"
+               "Every command that prints data takes --format {table,csv,tsv,json} and -o FILE.\n\n"
+               + exit_codes_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
@@ -73,7 +77,7 @@ def _broken_command(sub: argparse._SubParsersAction, name: str, exc: Exception) 
         print(f"etlens: error: the {name.replace('_', '-')!r} command is broken: module etlens.cli.{name} failed "
               f"to import ({reason}); this is a bug or a broken install: rerun with --debug for the traceback",
               file=sys.stderr)
-        return 1
+        return EXIT_ERROR
 
     p.set_defaults(func=run)
 
@@ -90,27 +94,34 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 0
+        return EXIT_OK
     try:
         with quiet(enabled=not args.verbose and not args.debug):
-            return int(args.func(args) or 0)
+            return int(args.func(args) or EXIT_OK)
     except EtlensError as exc:
         if args.debug:
             raise
-        print(f"etlens: error: {exc}{_log_hint(exc)}", file=sys.stderr)
-        return 1
+        dep = missing_dependency(exc)
+        extra = f" (needs {dep}: {INSTALL_HINTS[dep]})" if dep and "pip install" not in str(exc) else ""
+        print(f"etlens: error: {exc}{extra}{_log_hint(exc)}", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("etlens: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return 0
+        return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - the CLI never shows a bare traceback
         if args.debug:
             raise
+        dep = missing_dependency(exc)
+        if dep:  # an optional dependency is not installed: not a bug, say what to install
+            print(f"etlens: error: etlens {args.command} needs {dep}, which is not installed: {INSTALL_HINTS[dep]}"
+                  f"{_log_hint(exc)}", file=sys.stderr)
+            return EXIT_ERROR
         print(f"etlens: internal error: {type(exc).__name__}: {exc} "
               f"(this is a bug in etlens: rerun with --debug and report the traceback){_log_hint(exc)}",
               file=sys.stderr)
-        return 1
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

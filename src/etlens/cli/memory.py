@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ._common import add_command, write_text
+from .options import EXIT_OK, add_output, render_records
 
 __all__ = ["register", "run"]
 
@@ -14,8 +15,7 @@ def register(sub) -> None:
                     "etlens memory model.pte --etrecord model.etrecord --html memory.html")
     p.add_argument("pte", help="the .pte program")
     p.add_argument("--etrecord", help=".etrecord of the same program: names the ATen node and module of each tensor")
-    p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("-o", "--output", help="write the text/JSON here instead of stdout")
+    add_output(p)
     p.add_argument("--html", metavar="FILE", help="also write the arena occupancy chart (offline HTML)")
     p.add_argument("--top", type=int, default=10, help="tensors listed per arena in the text output")
     p.set_defaults(func=run)
@@ -32,6 +32,9 @@ def run(args) -> int:
         attach_etrecord(report, read_etrecord(args.etrecord))
     if args.format == "json":
         text = json.dumps(report.to_json(), indent=1)
+    elif args.format in ("csv", "tsv"):  # one row per planned tensor, every method and arena
+        text = render_records([{"method": m.name, **t.to_json()} for m in report.methods for t in m.tensors],
+                              args.format)
     else:
         from ..views.memsize_text import format_memory
 
@@ -41,4 +44,4 @@ def run(args) -> int:
         from ..views.memory_timeline import write_memory_html
 
         write_memory_html(report, args.html)
-    return 0
+    return EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._common import add_command
+from .options import EXIT_OK
 
 
 def register(sub) -> None:
@@ -53,4 +54,4 @@ def run(args) -> int:
             launch(json.load(f), reuse_server=True, no_open_in_browser=False, node_data_values=overlays)
     else:
         print("open it: model-explorer, then upload the graph JSON (or pass --open)")
-    return 0
+    return EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._common import add_command
+from .options import EXIT_OK, add_output, render_rows
 
 
 def register(sub) -> None:
@@ -19,28 +20,8 @@ def register(sub) -> None:
     p.add_argument("--top-ops", type=int, nargs="?", const=20, metavar="N",
                    help="canned: the N operators with the most total time (default 20)")
     p.add_argument("--by", metavar="COLUMN", help="canned: runs and latency p10/p50/p90 per device, build, model …")
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                   help="table (default), csv, or json (a list of row objects)")
-    p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    add_output(p)
     p.set_defaults(func=run)
-
-
-def format_rows(cols: list[str], rows: list[tuple], fmt: str) -> str:
-    import csv
-    import io
-    import json
-
-    if fmt == "json":
-        return json.dumps([dict(zip(cols, r)) for r in rows], indent=1, default=str)
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(cols)
-        w.writerows(rows)
-        return buf.getvalue()
-    from tabulate import tabulate
-
-    return tabulate(rows, headers=cols, floatfmt=".4g") + f"\n({len(rows)} rows)"
 
 
 def run(args) -> int:
@@ -59,5 +40,5 @@ def run(args) -> int:
     else:
         sql = by_sql(args.by, dialect)
     cols, rows = query_table(args.dataset, sql, args.engine)
-    write_text(format_rows(cols, rows, args.format), args.output)
-    return 0
+    write_text(render_rows(cols, rows, args.format, footer=f"({len(rows)} rows)"), args.output)
+    return EXIT_OK

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .._progress import console
 from ._common import add_command
+from .options import EXIT_OK, add_gate, add_model_source, gate_failed, model_spec
 
 
 def register(sub) -> None:
@@ -13,10 +13,7 @@ def register(sub) -> None:
         description="Build the joined report from a model (traced, lowered and run with the real ExecuTorch "
                     "toolchain) or from artifacts that came off a device.")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--demo", nargs="?", const="cnn", metavar="NAME",
-                     help="a built-in demo model (default cnn; see `etlens demos`)")
-    src.add_argument("--model", metavar="FILE.py:FUNC",
-                     help="a function returning (module, example_inputs), as path.py:func or package.module:func")
+    add_model_source(src, demo_default="cnn")
     src.add_argument("--etdump", metavar="F", help="ETDump from a device run (.etdp)")
     src.add_argument("--dataset", metavar="DIR", help="a fleet dataset (`etlens collect`): the fleet dashboard")
     p.add_argument("--etrecord", metavar="F", help="ETRecord written at export (with --etdump)")
@@ -24,6 +21,8 @@ def register(sub) -> None:
     p.add_argument("--pte", metavar="F", help="the program that ran (with --etdump)")
     p.add_argument("--trace", metavar="F", help="a pass trace JSON from `etlens trace` (with --etdump)")
     p.add_argument("-o", "--output", default="report.html", help="report path (default report.html)")
+    p.add_argument("--title", help="page title (default: 'etlens report: ' + the model's class, demo name or file "
+                                   "stem; for artifacts the .pte or .etdp stem; for a dataset its directory name)")
     p.add_argument("--backend", default="xnnpack", choices=["xnnpack", "portable"],
                    help="lowering target for --demo/--model (default xnnpack)")
     p.add_argument("--quantize", action="store_true", help="pt2e int8-quantize first (--demo/--model)")
@@ -36,9 +35,8 @@ def register(sub) -> None:
                    help="skip the per-op values inside delegates (one instrumented lower+run; --demo/--model)")
     p.add_argument("--metric", default="MSE", choices=["MSE", "L1", "SNR", "cosine", "max_abs"],
                    help="numeric-gap metric (default MSE)")
-    p.add_argument("--fail-on-gap", type=float, metavar="X",
-                   help="exit 2 when the worst gap is above X (below X for SNR/cosine)")
-    p.add_argument("--fail-on-latency-ms", type=float, metavar="Y", help="exit 2 when total latency exceeds Y ms")
+    add_gate(p, "gap", "fail when the worst gap is above X (below X for SNR/cosine)")
+    add_gate(p, "latency-ms", "fail when the total latency exceeds Y ms", metavar="Y")
     p.set_defaults(func=run)
 
 
@@ -58,19 +56,21 @@ def run(args) -> int:
         from ..report import report_from_artifacts
 
         trace = read(args.trace) if args.trace else None
+        title = args.title or f"etlens report: {_stem(args.pte or args.etdump)}"
         result = report_from_artifacts(args.etdump, args.output, etrecord=args.etrecord,
                                        debug_buffer=args.debug_buffer, pte=args.pte, trace=trace,
-                                       metric=args.metric, gap_threshold=args.fail_on_gap)
+                                       metric=args.metric, gap_threshold=args.fail_on_gap, title=title)
     else:
         for flag in ("etrecord", "debug_buffer", "pte", "trace"):
             if getattr(args, flag):
                 raise EtlensError(f"--{flag.replace('_', '-')} goes with --etdump, not with --demo/--model")
-        from ..passes.loader import load_model
+        from ..passes.loader import load_model, model_title
         from ..report import report_from_model
 
-        name = args.demo or args.model
-        model, inputs, stem = load_model(name)
-        result = report_from_model(model, inputs, args.output, name=stem, backend=args.backend,
+        spec = model_spec(args)
+        model, inputs, _attr = load_model(spec)
+        name = model_title(model, spec)
+        result = report_from_model(model, inputs, args.output, name=name, title=args.title, backend=args.backend,
                                    quantize=args.quantize, runs=args.runs, trace=not args.no_trace,
                                    metric=args.metric, gap_threshold=args.fail_on_gap,
                                    debug_buffer_size=args.debug_buffer_size, verbose=args.verbose,
@@ -78,22 +78,26 @@ def run(args) -> int:
     lat = f"{result.total_latency_ms:.3f} ms" if result.total_latency_ms is not None else "n/a"
     gap = f"{result.worst_gap:.4g}" if result.worst_gap is not None else "n/a"
     share = f"{result.delegated_share:.0%}" if result.delegated_share is not None else "n/a"
-    print(f"wrote {result.path}  (total latency {lat}, delegated {share} of it, worst {result.gap_metric} gap "
+    print(f"wrote {result.path}  (total latency {lat}, delegated {share} of operator time, "
+          f"worst {result.gap_metric} gap "
           f"{gap}; {len(result.files)} files alongside)")
-    status = 0
+    status = EXIT_OK
     if args.fail_on_gap is not None and result.worst_gap is not None:
         similarity = result.gap_higher_is_better
         crossed = result.worst_gap < args.fail_on_gap if similarity else result.worst_gap > args.fail_on_gap
         if crossed:
-            print(f"etlens: gate failed: worst {result.gap_metric} gap {gap} crosses --fail-on-gap "
-                  f"{args.fail_on_gap:g}", file=console())
-            status = 2
+            status = gate_failed(f"worst {result.gap_metric} gap {gap} crosses --fail-on-gap {args.fail_on_gap:g}")
     if args.fail_on_latency_ms is not None and result.total_latency_ms is not None and \
             result.total_latency_ms > args.fail_on_latency_ms:
-        print(f"etlens: gate failed: total latency {lat} exceeds --fail-on-latency-ms {args.fail_on_latency_ms:g}",
-              file=console())
-        status = 2
+        status = gate_failed(f"total latency {lat} exceeds --fail-on-latency-ms {args.fail_on_latency_ms:g}")
     return status
+
+
+def _stem(path: str) -> str:
+    """``model`` for ``out/model.pte``; ``run`` for ``run.etdp``."""
+    import os
+
+    return os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
 
 
 def _dashboard(args) -> int:
@@ -101,6 +105,6 @@ def _dashboard(args) -> int:
     from ..fleet.html import dashboard_html
 
     with open(args.output, "w", encoding="utf-8") as f:
-        f.write(dashboard_html(args.dataset))
+        f.write(dashboard_html(args.dataset, title=args.title))
     print(f"wrote {args.output}  (fleet dashboard of {args.dataset})")
-    return 0
+    return EXIT_OK

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ._common import add_command, write_text
+from .options import EXIT_OK, add_output, render_records
 
 __all__ = ["register", "run"]
 
@@ -14,8 +15,7 @@ def register(sub) -> None:
                     "etlens size model.pte --etrecord model.etrecord --html size.html")
     p.add_argument("pte", help="the .pte program")
     p.add_argument("--etrecord", help=".etrecord of the same program: names constants by module")
-    p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("-o", "--output", help="write the text/JSON here instead of stdout")
+    add_output(p)
     p.add_argument("--html", metavar="FILE", help="also write a treemap (offline HTML)")
     p.add_argument("--top", type=int, default=20, help="largest parts listed in the text output")
     p.set_defaults(func=run)
@@ -32,10 +32,16 @@ def run(args) -> int:
     report = size_of_file(args.pte, etrecord)
     from ..views.memsize_text import format_size
 
-    text = json.dumps(report.to_json(), indent=1) if args.format == "json" else format_size(report, args.top)
+    if args.format == "json":
+        text = json.dumps(report.to_json(), indent=1)
+    elif args.format in ("csv", "tsv"):  # one row per part; the bytes add up to the file size
+        text = render_records([p.to_json() for p in report.parts], args.format,
+                              columns=["name", "bytes", "kind", "group", "detail"])
+    else:
+        text = format_size(report, args.top)
     write_text(text, args.output)
     if args.html:
         from ..views.treemap import write_treemap_html
 
         write_treemap_html(report, args.html)
-    return 0
+    return EXIT_OK

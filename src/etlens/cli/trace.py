@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from ..errors import EtlensError, first_line
 from .._progress import console
 from ._common import add_command
+from .options import EXIT_ERROR, EXIT_OK, add_model_source, model_spec
 
 _EXAMPLE = ("etlens trace --model cnn --backend xnnpack -o trace.json --html trace.html\n"
             "  etlens trace --model cnn --backend cortex_m --quantize --quantize-io -o cm.json   # + cm.pte\n"
@@ -18,9 +18,10 @@ _EXAMPLE = ("etlens trace --model cnn --backend xnnpack -o trace.json --html tra
 def register(sub) -> None:
     p = add_command(sub, "trace", "trace a compilation pass by pass (graph, diff, timings, debug handles)",
                     _EXAMPLE)
-    p.add_argument("--model", help="demo name (see 'etlens demos'), MODULE:ATTR or path/to/file.py:ATTR; ATTR is a "
-                                   "function returning (model, example_inputs), or an nn.Module (then give "
-                                   "--input-shape or define example_inputs next to it)")
+    add_model_source(p, demo_default="cnn",
+                     model_help="path/to/file.py:ATTR or MODULE:ATTR (a demo name works too); ATTR is a function "
+                                "returning (model, example_inputs), or an nn.Module (then give --input-shape or "
+                                "define example_inputs next to it)")
     p.add_argument("--backend", default="xnnpack", help="registered backend (default: xnnpack; 'aten' needs only "
                                                         "PyTorch)")
     p.add_argument("-o", "--output", help="trace JSON to write (default: <model>.<backend>.trace.json)")
@@ -49,7 +50,7 @@ def _list_backends() -> int:
         print(f"{name:10} {cfg.description}\n{'':10} [{state}]")
         if reason is not None:
             print(f"{'':10} to use it: {cfg.advice()}")
-    return 0
+    return EXIT_OK
 
 
 def _runtime_note(trace, pte: str) -> str | None:
@@ -59,20 +60,16 @@ def _runtime_note(trace, pte: str) -> str | None:
     The operators are those of the trace's last snapshot (the program the ``.pte`` holds), spelled
     as ExecuTorch's operator table spells them (``cortex_m::quantized_linear.out``).
     """
-    import subprocess
+    from ..passes.worker import Worker
 
     last = trace.snapshots[-1].graph
     ops = sorted({"::".join(n.target.split(".", 1)) for n in last
                   if n.kind == "op" and n.target and n.target.count(".") >= 2})
-    code = ("from executorch.extension.pybindings import portable_lib as p\n"
-            "print('\\n'.join(p._get_operator_names()))")
-    try:  # a child process: loading the runtime's native library stays out of this one
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired):
+    try:  # a worker job: loading the runtime's native library stays out of this process
+        with Worker() as w:
+            have = set(w.list_operators())
+    except (OSError, EtlensError):
         return None
-    if proc.returncode != 0:
-        return None
-    have = set(proc.stdout.split())
     lacking = [op for op in ops if op not in have]
     if not lacking:
         return ""
@@ -109,15 +106,17 @@ def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
 def run(args) -> int:
     if args.list_backends:
         return _list_backends()
-    if not args.model:
-        raise EtlensError("etlens trace: give --model (a demo name, MODULE:ATTR or file.py:ATTR); "
-                          "see 'etlens demos'")
+    spec = model_spec(args)
+    if not spec:
+        raise EtlensError("etlens trace: give --model FILE.py:FN (or MODULE:FN) or --demo NAME; see 'etlens demos'")
+    if args.model and args.demo:
+        raise EtlensError("etlens trace: give --model or --demo, not both")
     from ..passes.backends import get_backend
     from ..passes.loader import load_model
     from ..passes.tracer import trace_passes
 
     get_backend(args.backend).check_available()  # fail before building the model
-    model, inputs, name = load_model(args.model, args.input_shape)
+    model, inputs, name = load_model(spec, args.input_shape)
     out = args.output or f"{name}.{args.backend}.trace.json"
     pte = None
     if get_backend(args.backend).to_executorch and not args.no_lower:
@@ -157,5 +156,5 @@ def run(args) -> int:
     if failed is not None:
         print(f"etlens: error: {failed.error['message']} (trace written to {os.path.abspath(out)}; the "
               f"traceback is in snapshot {failed.index} {failed.name!r})", file=console())
-        return 1
-    return 0
+        return EXIT_ERROR
+    return EXIT_OK

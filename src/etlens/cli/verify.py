@@ -1,15 +1,15 @@
 """``etlens verify X.bpte``: run a bundled program's test cases in the ExecuTorch runtime (child process).
 
-Exit status: 0 when every case matches its expected outputs, 2 when one fails (each failing case
-is named: method and index), 1 on an error (unreadable file, no runtime).
+Exit status: 0 when every case matches its expected outputs, 3 (a failed gate) when one fails
+(each failing case is named: method and index), 1 on an error (unreadable file, no runtime).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 
 from ._common import add_command, write_text
+from .options import EXIT_OK, add_output, gate_failed, render_records
 
 __all__ = ["register", "run"]
 
@@ -20,8 +20,7 @@ def register(sub) -> None:
     p.add_argument("bpte", help="bundled program written by executorch.devtools.bundled_program")
     p.add_argument("--atol", type=float, default=1e-3, help="absolute tolerance (default 1e-3)")
     p.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
-    p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("-o", "--output", help="write the text/JSON here instead of stdout")
+    add_output(p)
     p.set_defaults(func=run)
 
 
@@ -31,6 +30,8 @@ def run(args) -> int:
     res = verify_bundled(args.bpte, atol=args.atol, rtol=args.rtol)
     if args.format == "json":
         text = json.dumps(res, indent=1)
+    elif args.format in ("csv", "tsv"):  # one row per test case
+        text = render_records(res["cases"], args.format)
     else:
         lines = []
         for c in res["cases"]:
@@ -45,6 +46,5 @@ def run(args) -> int:
     write_text(text, args.output)
     failed = [f"{c['method']}[{c['index']}]" for c in res["cases"] if not c["passed"]]
     if failed:
-        print(f"etlens: {len(failed)} bundled test case(s) failed: {', '.join(failed)}", file=sys.stderr)
-        return 2
-    return 0
+        return gate_failed(f"{len(failed)} bundled test case(s) failed: {', '.join(failed)}")
+    return EXIT_OK

@@ -8,6 +8,7 @@ lineage-synchronised selection (``--steps`` shows them as a stepper instead).
 from __future__ import annotations
 
 from ._common import add_command
+from .options import EXIT_OK
 
 
 def register(sub) -> None:
@@ -36,7 +37,7 @@ def run(args) -> int:
     if trace is not None and getattr(trace, "snapshots", None) and not args.stage:
         generate_multi_pass_html(trace, out, title=args.title)
         print(f"wrote {out} ({len(trace.snapshots)} passes)")
-        return 0
+        return EXIT_OK
     if args.stage:
         graphs = {args.stage: art.graph(stage=args.stage)}
     else:
@@ -53,4 +54,4 @@ def run(args) -> int:
     else:
         generate_compare_html(graphs, out, title=args.title or os.path.basename(args.artifact))
         print(f"wrote {out} ({len(graphs)} stages side by side)")
-    return 0
+    return EXIT_OK

@@ -15,6 +15,11 @@ Matching an op of A to an op of B, in order:
 
 Per module: the sum per run of the module's operator events. Verdicts: :mod:`etlens.fleet.stats`.
 
+The unit of replication is the process: each ETDump file is one process (``unit="file"``, the default;
+``unit="device"`` makes each device one replicate, for claims about a device population). Runs inside a
+process are repeated measures: each process contributes the median of its runs. With one process a
+side the verdict falls back to the runs, with an effect floor from the spread of all ops' ratios.
+
 Example::
 
     from etlens.fleet.compare import Side, compare
@@ -33,7 +38,8 @@ import numpy as np
 from ..errors import EtlensError
 from ..schema import METHOD_EXECUTE
 from .sql import OP_FILTER, duckdb_connection
-from .stats import DEFAULTS, IMPROVEMENT, REGRESSION, verdict
+from .stats import (DEFAULTS, IMPROVEMENT, REGRESSION, cross_op_floor, pooled_variance, replicated_verdict,
+                    unit_medians, variance_prior, verdict)
 
 __all__ = ["Side", "compare", "load_side"]
 
@@ -94,13 +100,18 @@ def load_side(side: Side):
     return ops, lat
 
 
-def _groups(df) -> dict[tuple, dict[str, Any]]:
+def _units(df, unit: str) -> np.ndarray:
+    u = df[unit].astype(object)
+    return u.where(u.notna(), "?").astype(str).to_numpy()
+
+
+def _groups(df, unit: str = "file") -> dict[tuple, dict[str, Any]]:
     out: dict[tuple, dict[str, Any]] = {}
     if df.empty:
         return out
     for key, g in df.groupby(_KEY, dropna=False, sort=False):
         key = tuple(None if (isinstance(k, float) and np.isnan(k)) else k for k in key)
-        out[key] = {"samples": g["duration_ms"].to_numpy(), "node": g["node"].iloc[0]}
+        out[key] = {"samples": g["duration_ms"].to_numpy(), "units": _units(g, unit), "node": g["node"].iloc[0]}
     return out
 
 
@@ -135,68 +146,125 @@ def _match(ga: dict, gb: dict) -> list[tuple[tuple | None, tuple | None, str]]:
     return pairs
 
 
-def _row(a: np.ndarray | None, b: np.ndarray | None, th: dict) -> dict[str, Any]:
-    pa_ = float(np.median(a)) if a is not None and a.size else None
-    pb_ = float(np.median(b)) if b is not None and b.size else None
-    row: dict[str, Any] = {"a_p50_ms": pa_, "b_p50_ms": pb_, "delta_ms": None, "ratio": None,
-                           "a_runs": 0 if a is None else int(a.size), "b_runs": 0 if b is None else int(b.size)}
-    if pa_ is None or pb_ is None:
-        row.update(verdict="only_a" if pb_ is None else "only_b", p_value=None, test=None)
+class _Stats:
+    """The comparison-wide facts a verdict needs: the variance prior (processes as unit) or the cross-op floor."""
+
+    def __init__(self, pairs: list, th: dict[str, Any]) -> None:
+        self.th = th
+        ys = [(unit_medians(*a), unit_medians(*b)) for a, b in pairs]
+        self.prior = variance_prior(ys)
+        self.replicated = bool(np.isfinite(self.prior[0]))
+        # ops too small to get a verdict (below min_delta_ms) are all noise: they do not set the floor
+        big = [(a, b, y) for (a, b), y in zip(pairs, ys) if a[0].size and b[0].size
+               and max(np.median(a[0]), np.median(b[0])) >= th["min_delta_ms"] and min(np.median(a[0]),
+                                                                                       np.median(b[0])) > 0]
+        if self.replicated:   # how far all ops moved apart beyond their sampling noise (drift between sides)
+            s0, d0 = self.prior
+            lr, sv = [], []
+            for _a, _b, (ya, yb) in big:
+                if ya.size and yb.size:
+                    s2, df = pooled_variance(ya, yb)
+                    lr.append(float(yb.mean() - ya.mean()))
+                    sv.append(((df * s2 if df else 0.0) + d0 * s0) / (df + d0) * (1 / ya.size + 1 / yb.size))
+            self.floor = cross_op_floor(lr, th["noise_k"], sv)
+        else:                 # one process a side: how far unchanged ops drift between two processes
+            self.floor = cross_op_floor([np.log(np.median(b[0]) / np.median(a[0])) for a, b, _ in big], th["noise_k"])
+
+    def row(self, a: tuple | None, b: tuple | None) -> dict[str, Any]:
+        """``a``/``b``: ``(samples, units)`` or None for a one-sided row."""
+        th = self.th
+        pa_ = float(np.median(a[0])) if a is not None and a[0].size else None
+        pb_ = float(np.median(b[0])) if b is not None and b[0].size else None
+        row: dict[str, Any] = {"a_p50_ms": pa_, "b_p50_ms": pb_, "delta_ms": None, "ratio": None,
+                               "a_runs": 0 if a is None else int(a[0].size),
+                               "b_runs": 0 if b is None else int(b[0].size)}
+        if pa_ is None or pb_ is None:
+            row.update(verdict="only_a" if pb_ is None else "only_b", p_value=None, test=None)
+            return row
+        if self.replicated:
+            v = replicated_verdict(unit_medians(*a), unit_medians(*b), prior=self.prior, pa_ms=pa_, pb_ms=pb_,
+                                   alpha=th["alpha"], min_effect=th["min_effect"], min_delta_ms=th["min_delta_ms"],
+                                   noise_k=th["noise_k"], shared_floor=self.floor)
+        else:
+            v = verdict(a[0], b[0], alpha=th["alpha"], min_effect=th["min_effect"], min_delta_ms=th["min_delta_ms"],
+                        method=th["method"], floor=self.floor)
+        row.update(delta_ms=pb_ - pa_, ratio=(pb_ / pa_) if pa_ > 0 else None, verdict=v.verdict, p_value=v.p,
+                   test=v.method, floor=v.floor, noisy=v.noisy)
+        if v.units is not None:
+            row.update(a_units=v.units[0], b_units=v.units[1])
+        if v.ratio is not None:
+            row.update(unit_ratio=v.ratio, spread=v.spread)
+        if v.ci_low_ms is not None:
+            row.update(ci_low_ms=v.ci_low_ms, ci_high_ms=v.ci_high_ms)
         return row
-    v = verdict(a, b, **th)
-    row.update(delta_ms=pb_ - pa_, ratio=(pb_ / pa_) if pa_ > 0 else None, verdict=v.verdict, p_value=v.p,
-               test=v.method)
-    if v.ci_low_ms is not None:
-        row.update(ci_low_ms=v.ci_low_ms, ci_high_ms=v.ci_high_ms)
-    return row
 
 
-def _module_samples(ops) -> dict[str, np.ndarray]:
+def _module_samples(ops, unit: str = "file") -> dict[str, tuple]:
     d = ops[ops["module_path"].notna()]
     if d.empty:
         return {}
-    per_run = d.groupby(["module_path", "file", "run"], sort=False)["duration_ms"].sum().reset_index()
-    return {m: g["duration_ms"].to_numpy() for m, g in per_run.groupby("module_path", sort=True)}
+    keys = ["module_path", "file", "run"] + ([unit] if unit not in ("file", "run") else [])
+    per_run = d.groupby(keys, sort=False, dropna=False)["duration_ms"].sum().reset_index()
+    return {m: (g["duration_ms"].to_numpy(), _units(g, unit)) for m, g in per_run.groupby("module_path", sort=True)}
 
 
 def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: float = DEFAULTS["min_effect"],
-            min_delta_ms: float = DEFAULTS["min_delta_ms"], method: str = "auto") -> dict[str, Any]:
+            min_delta_ms: float = DEFAULTS["min_delta_ms"], noise_k: float = DEFAULTS["noise_k"],
+            unit: str = "file", method: str = "auto") -> dict[str, Any]:
     """Compare side ``a`` to side ``b``; a JSON-ready dict (``rows``, ``modules``, ``summary``, ``samples``).
 
     ``rows``: one per matched op (``node, module_path, event_name, block, debug_handles, a_p50_ms,
-    b_p50_ms, delta_ms, ratio, verdict, p_value, test, match``), worst first; ``modules``: the same per
-    module path; ``summary``: whole-model latency (``Method::execute``) and counts. ``samples`` (not for
-    JSON) holds the per-run durations the HTML draws.
+    b_p50_ms, delta_ms, ratio, verdict, p_value, test, floor, noisy, match``; with processes as the unit
+    also ``a_units, b_units, unit_ratio, spread``), worst first; ``modules``: the same per module path;
+    ``summary``: whole-model latency (``Method::execute``), counts and ``noisy`` (the unchanged ops whose
+    own spread sets their effect floor). ``samples`` (not for JSON) holds the per-run durations the HTML draws.
+    ``unit``: the column that identifies a replicate (``file`` = one process, or ``device``).
     """
-    th = {"alpha": alpha, "min_effect": min_effect, "min_delta_ms": min_delta_ms, "method": method}
+    if unit not in ("file", "device"):
+        raise EtlensError(f"compare: unit must be 'file' (a process) or 'device', not {unit!r}")
+    th = {"alpha": alpha, "min_effect": min_effect, "min_delta_ms": min_delta_ms, "noise_k": noise_k,
+          "method": method, "unit": unit}
     ops_a, lat_a = load_side(a)
     ops_b, lat_b = load_side(b)
-    ga, gb = _groups(ops_a), _groups(ops_b)
+    ga, gb = _groups(ops_a, unit), _groups(ops_b, unit)
+    matched = _match(ga, gb)
+
+    def side(g: dict, k: tuple | None) -> tuple | None:
+        return (g[k]["samples"], g[k]["units"]) if k is not None else None
+
+    stats = _Stats([(side(ga, ka), side(gb, kb)) for ka, kb, _ in matched if ka and kb], th)
     rows, samples = [], {}
-    for ka, kb, how in _match(ga, gb):
+    for ka, kb, how in matched:
         ref = ka or kb
         ea, eb = ga.get(ka) if ka else None, gb.get(kb) if kb else None
         row = {"node": (ea or eb)["node"], "module_path": ref[3], "event_name": ref[1], "block": ref[0],
                "debug_handles": ref[2], "occurrence": ref[4]}
-        row.update(_row(ea["samples"] if ea else None, eb["samples"] if eb else None, th))
+        row.update(stats.row(side(ga, ka), side(gb, kb)))
         row["match"] = how
         samples[len(rows)] = (ea["samples"] if ea else np.zeros(0), eb["samples"] if eb else np.zeros(0))
         rows.append(row)
     order = sorted(range(len(rows)), key=lambda i: _rank(rows[i]))
     rows = [rows[i] for i in order]
     samples = {j: samples[i] for j, i in enumerate(order)}
-    ma, mb = _module_samples(ops_a), _module_samples(ops_b)
+    ma, mb = _module_samples(ops_a, unit), _module_samples(ops_b, unit)
     modules = []
     for m in sorted(set(ma) | set(mb)):
         r = {"module_path": m}
-        r.update(_row(ma.get(m), mb.get(m), th))
+        r.update(stats.row(ma.get(m), mb.get(m)))
         modules.append(r)
     modules.sort(key=_rank)
-    model = _row(lat_a["duration_ms"].to_numpy(), lat_b["duration_ms"].to_numpy(), th)
+    model = stats.row((lat_a["duration_ms"].to_numpy(), _units(lat_a, unit)),
+                      (lat_b["duration_ms"].to_numpy(), _units(lat_b, unit)))
     count = {k: sum(r["verdict"] == k for r in rows + modules) for k in (REGRESSION, IMPROVEMENT)}
+    noisy = [{"event_name": r["event_name"], "module_path": r["module_path"], "occurrence": r["occurrence"],
+              "spread": r.get("spread"), "floor": r.get("floor"), "a_p50_ms": r["a_p50_ms"]}
+             for r in rows if r.get("noisy") and r["verdict"] == "same"]
     summary = {"a": a.label, "b": b.label, "model_latency": model, "regressions": count[REGRESSION],
                "improvements": count[IMPROVEMENT], "ops": len(rows), "thresholds": th,
-               "latency_by_group": _latency_groups(lat_a, lat_b)}
+               "unit": unit if stats.replicated else "run (one process a side: process-to-process spread unknown)",
+               "prior_spread": float(np.expm1(np.sqrt(stats.prior[0]))) if stats.replicated else None,
+               "cross_op_floor": float(np.exp(stats.floor)),
+               "noisy": noisy, "latency_by_group": _latency_groups(lat_a, lat_b)}
     return {"rows": rows, "modules": modules, "summary": summary, "samples": samples}
 
 

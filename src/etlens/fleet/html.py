@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from .._html import csp_meta
+
 __all__ = ["distribution_svg", "compare_html", "dashboard_html"]
 
 _CSS = ("body{font:14px system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;"
@@ -85,12 +87,33 @@ def _table(rows: list[dict], cols: list[str], limit: int = 200) -> str:
 
 
 def _page(title: str, body: str) -> str:
-    return (f"<!doctype html><html><head><meta charset=utf-8><title>{_esc(title)}</title><style>{_CSS}</style>"
-            f"</head><body><h1>{_esc(title)}</h1>{body}</body></html>")
+    return (f"<!doctype html><html><head><meta charset=utf-8>{csp_meta()}<title>{_esc(title)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>{_esc(title)}</h1>{body}</body></html>")
 
 
 _ROW_COLS = ["verdict", "event_name", "module_path", "node", "debug_handles", "a_p50_ms", "b_p50_ms", "delta_ms",
-             "ratio", "p_value", "a_runs", "b_runs", "match"]
+             "ratio", "floor", "p_value", "a_units", "b_units", "a_runs", "b_runs", "match"]
+
+
+def _rule(s: dict[str, Any]) -> str:
+    th = s["thresholds"]
+    if s.get("prior_spread") is not None:
+        test = (f"Unit of replication: one {_esc(s['unit'])} (its runs reduced to their median); moderated t test "
+                f"across them p &lt; {th['alpha']}")
+    else:
+        test = f"One process a side ({_esc(s.get('unit', 'run'))}): Mann-Whitney U over runs p &lt; {th['alpha']}"
+    return (f"Verdict: {test} and the change beyond the row's floor (at least {th['min_effect']:.0%}, or "
+            f"{th.get('noise_k', 3)} x the op's own process-to-process spread) and ≥ {th['min_delta_ms']} ms.")
+
+
+def _noisy(s: dict[str, Any]) -> str:
+    noisy = s.get("noisy") or []
+    if not noisy:
+        return ""
+    items = "".join(f"<li>{_esc(n['event_name'])} <span class=muted>{_esc(n['module_path'] or '')}</span>: "
+                    f"spread {_fmt(100 * (n.get('spread') or 0))} %, floor ×{_fmt(n['floor'])}</li>" for n in noisy)
+    return (f"<details><summary>Unchanged but noisy: {len(noisy)} op(s) whose own run-to-run spread hides changes "
+            f"below their floor</summary><ul>{items}</ul></details>")
 
 
 def compare_html(result: dict[str, Any]) -> str:
@@ -100,9 +123,8 @@ def compare_html(result: dict[str, Any]) -> str:
     body = [f"<p>A: <b>{_esc(s['a'])}</b> &nbsp; B: <b>{_esc(s['b'])}</b></p>",
             f"<p>{s['regressions']} regression(s), {s['improvements']} improvement(s) over {s['ops']} ops. "
             f"Whole-model latency (Method::execute) p50: A {_fmt(m['a_p50_ms'])} ms, B {_fmt(m['b_p50_ms'])} ms "
-            f"→ <b class='{_esc(m['verdict'])}'>{_esc(m['verdict'])}</b>. Verdict: Mann-Whitney U p &lt; "
-            f"{s['thresholds']['alpha']} and p50 change ≥ {s['thresholds']['min_effect']:.0%} and ≥ "
-            f"{s['thresholds']['min_delta_ms']} ms.</p>", "<h2>Whole-model latency per device and build</h2>"]
+            f"→ <b class='{_esc(m['verdict'])}'>{_esc(m['verdict'])}</b>. {_rule(s)}</p>",
+            _noisy(s), "<h2>Whole-model latency per device and build</h2>"]
     body.append(distribution_svg([(f"{g['side']} {g['device']} {g['build']}", g["samples"], _COLORS[g["side"]])
                                   for g in s["latency_by_group"]]))
     body.append("<h2>Ops</h2>" + _table(result["rows"], _ROW_COLS))
@@ -120,9 +142,9 @@ def compare_html(result: dict[str, Any]) -> str:
     return _page("etlens compare", "".join(body))
 
 
-def dashboard_html(dataset: str, top: int = 20) -> str:
+def dashboard_html(dataset: str, top: int = 20, title: str | None = None) -> str:
     """The fleet dashboard of ``dataset``: latency per device and build, top regressions between the last two
-    builds (sorted by name), the slowest ops."""
+    builds (sorted by name), the slowest ops. ``title`` defaults to ``etlens fleet dashboard: <dataset dir>``."""
     from .compare import Side, compare
     from .sql import duckdb_connection
 
@@ -150,4 +172,7 @@ def dashboard_html(dataset: str, top: int = 20) -> str:
         body.append(_table(bad, _ROW_COLS[:-1], limit=top) if bad else "<p>none</p>")
     body.append("<h2>Slowest ops (p50)</h2>" + _table(slow, ["event_name", "module_path", "device", "build", "count",
                                                             "p10_ms", "p50_ms", "p90_ms"]))
-    return _page("etlens fleet dashboard", "".join(body))
+    import os
+
+    name = os.path.basename(os.path.normpath(dataset))
+    return _page(title or f"etlens fleet dashboard: {name}", "".join(body))

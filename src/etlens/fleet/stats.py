@@ -1,5 +1,35 @@
 """Is B slower than A, or is that noise? A verdict per op from the per-run samples of two sides.
 
+Two rules live here.
+
+**Processes as the unit** (:func:`replicated_verdict`, what ``etlens compare`` uses whenever a side has
+runs from two or more processes — ETDump files, or devices with ``unit="device"``). Runs inside one
+process are repeated measures, not independent samples: they share that process's memory layout, caches
+and the machine's load of that moment, so 10 runs of one process are not 10 replicates (treating them
+so is what flagged unchanged ops between two builds of one program). Each process is reduced to the
+median of its runs (robust to the cold first run and to preemption spikes), in log space (timings are
+multiplicative); the two sides' process medians are compared with a *moderated* two-sample t test: the
+op's own process-to-process variance is pooled with the typical variance of all ops of the comparison
+(``prior``, :func:`variance_prior`) as limma does for few replicates, so 3 processes a side give a usable
+test and one wild op cannot claim a tiny variance by luck.
+
+A difference is a ``regression`` / ``improvement`` only when it is significant (p < ``alpha``) **and**
+beyond the *effect floor* ``max(log(1 + min_effect), noise_k * s)``, where ``s`` is that op's (moderated)
+process-to-process standard deviation measured on the same build — the spread of the unchanged op
+itself — **and** at least ``min_delta_ms``. An op whose floor is above ``min_effect`` is *unchanged but
+noisy*: changes smaller than its floor cannot be told from its own spread (the report lists them).
+
+The floor also never drops below ``noise_k`` times the *drift* between the sides (:func:`cross_op_floor`):
+the robust spread of the log ratios of all ops of the comparison beyond what their sampling noise explains.
+When A and B were measured apart in time and the machine's load changed in between, every op moves a
+little, each by its own amount; that spread across the mostly unchanged ops is the size of change the
+comparison cannot vouch for. With interleaved measurements it is about zero.
+
+**One process a side** (:func:`verdict`): only runs are available, so the process-to-process spread is
+unknown. The runs are tested with Mann-Whitney U as before, and the effect floor comes from the spread
+of the log ratios of all matched ops (:func:`cross_op_floor`): unchanged ops show how far two processes
+drift apart.
+
 :func:`verdict` tests the two samples with the Mann-Whitney U test (two-sided; its normal
 approximation computed here, scipy's exact test for fewer than 8 runs a side) or, for fewer runs
 without scipy, a bootstrap confidence interval on the shift of the median. A difference is only a
@@ -19,12 +49,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Verdict", "verdict", "mannwhitney_p", "REGRESSION", "IMPROVEMENT", "SAME", "DEFAULTS"]
+__all__ = ["Verdict", "verdict", "mannwhitney_p", "REGRESSION", "IMPROVEMENT", "SAME", "DEFAULTS",
+           "replicated_verdict", "unit_medians", "variance_prior", "pooled_variance", "cross_op_floor", "t_pvalue"]
 
 REGRESSION, IMPROVEMENT, SAME = "regression", "improvement", "same"
 
-#: default thresholds: significance level, minimum relative p50 change, minimum absolute p50 change (ms)
-DEFAULTS = {"alpha": 0.01, "min_effect": 0.25, "min_delta_ms": 0.005}
+#: default thresholds: significance level, minimum relative change, minimum absolute p50 change (ms), and how
+#: many of an op's own process-to-process standard deviations (log scale) a change must exceed
+DEFAULTS = {"alpha": 0.01, "min_effect": 0.15, "min_delta_ms": 0.005, "noise_k": 3.0}
 
 
 @dataclass
@@ -37,6 +69,14 @@ class Verdict:
     method: str
     ci_low_ms: float | None = None
     ci_high_ms: float | None = None
+    #: processes-as-unit only: the ratio of geometric means of the process medians, the effect floor
+    #: (a ratio: changes within ``1/floor .. floor`` are never a verdict), the op's process-to-process
+    #: spread (relative, ``exp(s) - 1``), units a side, and whether the floor is set by that spread
+    ratio: float | None = None
+    floor: float | None = None
+    spread: float | None = None
+    units: tuple[int, int] | None = None
+    noisy: bool = False
 
 
 def _bootstrap(a: np.ndarray, b: np.ndarray, iters: int = 2000, seed: int = 0) -> tuple[float, float, float]:
@@ -97,12 +137,15 @@ def mannwhitney_p(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def verdict(a, b, *, alpha: float = DEFAULTS["alpha"], min_effect: float = DEFAULTS["min_effect"],
-            min_delta_ms: float = DEFAULTS["min_delta_ms"], method: str = "auto") -> Verdict:
-    """Compare samples ``a`` and ``b`` (durations in ms, one per run); see the module doc for the rule.
+            min_delta_ms: float = DEFAULTS["min_delta_ms"], method: str = "auto", floor: float = 0.0,
+            noise_k: float = DEFAULTS["noise_k"]) -> Verdict:
+    """Compare samples ``a`` and ``b`` (durations in ms, one per run, one process a side); module doc for the rule.
 
     ``method``: ``auto`` (Mann-Whitney when scipy imports, else bootstrap), ``mannwhitney`` or ``bootstrap``.
+    ``floor``: a data-derived minimum |log ratio| (:func:`cross_op_floor`), on top of ``min_effect``.
     Fewer than 3 samples on a side: always ``same`` (no evidence either way), ``p`` None.
     """
+    del noise_k  # the floor already carries it
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
@@ -120,7 +163,149 @@ def verdict(a, b, *, alpha: float = DEFAULTS["alpha"], min_effect: float = DEFAU
         significant = lo > 0 or hi < 0
     delta = pb - pa
     ratio = pb / pa if pa > 0 else (np.inf if pb > 0 else 1.0)
-    big = abs(delta) >= min_delta_ms and (ratio >= 1 + min_effect or ratio <= 1 / (1 + min_effect))
+    fl = max(float(np.log1p(min_effect)), floor)
+    big = abs(delta) >= min_delta_ms and (ratio >= np.exp(fl) or ratio <= np.exp(-fl))
+    extra = {"floor": float(np.exp(fl)), "units": (1, 1), "noisy": floor > np.log1p(min_effect)}
     if significant and big:
-        return Verdict(REGRESSION if delta > 0 else IMPROVEMENT, p, method, lo, hi)
-    return Verdict(SAME, p, method, lo, hi)
+        return Verdict(REGRESSION if delta > 0 else IMPROVEMENT, p, method, lo, hi, **extra)
+    return Verdict(SAME, p, method, lo, hi, **extra)
+
+
+# --------------------------------------------------------------------------- processes as the unit
+
+
+def unit_medians(samples, units) -> np.ndarray:
+    """Log of the median run of each unit (process / device): the replicates of one op on one side."""
+    x = np.asarray(samples, dtype=np.float64)
+    u = np.asarray(units)
+    ok = np.isfinite(x) & (x > 0)
+    x, u = x[ok], u[ok]
+    if not x.size:
+        return np.zeros(0)
+    order = np.argsort(u, kind="stable")
+    x, u = x[order], u[order]
+    starts = np.flatnonzero(np.r_[True, u[1:] != u[:-1]])
+    return np.log(np.array([np.median(seg) for seg in np.split(x, starts[1:])]))
+
+
+def _ss(y: np.ndarray) -> tuple[float, int]:
+    return (float(((y - y.mean()) ** 2).sum()), y.size - 1) if y.size > 1 else (0.0, 0)
+
+
+def pooled_variance(ya: np.ndarray, yb: np.ndarray) -> tuple[float, int]:
+    """Within-side variance of the unit medians pooled over both sides, and its degrees of freedom."""
+    sa, da = _ss(ya)
+    sb, db = _ss(yb)
+    df = da + db
+    return ((sa + sb) / df if df else float("nan")), df
+
+
+#: prior degrees of freedom of the moderated variance: the typical op's variance counts as this many replicates
+PRIOR_DF = 4.0
+
+
+def variance_prior(pairs) -> tuple[float, float]:
+    """``(s0², d0)``: the typical process-to-process variance over all ops of a comparison.
+
+    ``pairs``: ``(ya, yb)`` unit-median arrays, one per op. ``s0²`` is the median of the ops' pooled
+    variances (robust to the few ops that really changed or are wild), ``d0`` :data:`PRIOR_DF`;
+    ``(nan, 0)`` when no op has two units on a side.
+    """
+    v = [pooled_variance(ya, yb) for ya, yb in pairs]
+    v = [s for s, df in v if df > 0]
+    if not v:
+        return float("nan"), 0.0
+    return float(np.median(v)), PRIOR_DF
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    from math import exp, lgamma, log
+
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = exp(lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log(1.0 - x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_pvalue(t: float, df: float) -> float:
+    """Two-sided p value of Student's t with ``df`` degrees of freedom (no scipy needed)."""
+    if not np.isfinite(t):
+        return 0.0
+    return float(min(1.0, _betainc(df / 2.0, 0.5, df / (df + t * t))))
+
+
+def replicated_verdict(ya: np.ndarray, yb: np.ndarray, *, prior: tuple[float, float], pa_ms: float, pb_ms: float,
+                       alpha: float = DEFAULTS["alpha"], min_effect: float = DEFAULTS["min_effect"],
+                       min_delta_ms: float = DEFAULTS["min_delta_ms"],
+                       noise_k: float = DEFAULTS["noise_k"], shared_floor: float = 0.0) -> Verdict:
+    """Verdict from the log unit medians ``ya``/``yb`` of one op (module doc: processes as the unit).
+
+    ``prior``: :func:`variance_prior` of the comparison; ``pa_ms``/``pb_ms``: the p50s shown (the
+    absolute ``min_delta_ms`` gate uses them); ``shared_floor``: the comparison-wide floor
+    (|log ratio|, :func:`cross_op_floor` of all ops' process-median ratios) — it only bites when the
+    sides drifted apart as a whole (measured at different times, under different load).
+    """
+    na, nb = ya.size, yb.size
+    if na < 1 or nb < 1:
+        return Verdict(SAME, None, "too few processes", units=(na, nb))
+    s2, df = pooled_variance(ya, yb)
+    s0, d0 = prior
+    if not np.isfinite(s0):
+        s0, d0 = 0.0, 0.0
+    if df + d0 <= 0:
+        return Verdict(SAME, None, "too few processes", units=(na, nb))
+    s2m = ((df * s2 if df else 0.0) + d0 * s0) / (df + d0)     # moderated variance (limma's rule)
+    s = float(np.sqrt(s2m))
+    d = float(yb.mean() - ya.mean())
+    se = s * np.sqrt(1.0 / na + 1.0 / nb)
+    p = t_pvalue(d / se, df + d0) if se > 0 else (1.0 if d == 0 else 0.0)
+    floor = max(float(np.log1p(min_effect)), noise_k * s, shared_floor)
+    big = abs(d) >= floor and abs(pb_ms - pa_ms) >= min_delta_ms
+    extra = {"ratio": float(np.exp(d)), "floor": float(np.exp(floor)), "spread": float(np.expm1(s)),
+             "units": (na, nb), "noisy": noise_k * s > np.log1p(min_effect)}
+    if p < alpha and big:
+        return Verdict(REGRESSION if d > 0 else IMPROVEMENT, p, "moderated t on process medians", **extra)
+    return Verdict(SAME, p, "moderated t on process medians", **extra)
+
+
+def cross_op_floor(log_ratios, noise_k: float = DEFAULTS["noise_k"], sampling_var=None) -> float:
+    """Effect floor (|log ratio|) from the spread of many ops' log ratios between the two sides.
+
+    Most ops of a comparison did not change, so the robust spread (1.4826 x MAD) of their log ratios is
+    how far the two sides drift apart. ``sampling_var``: each op's sampling variance of its log ratio
+    (processes as the unit); its median is subtracted, so what remains is the drift *beyond* what the
+    replicates explain (zero for interleaved measurements). Without it (one process a side) the whole
+    spread counts. ``noise_k`` of those is the floor. Fewer than 5 ops: 0.
+    """
+    x = np.asarray(log_ratios, dtype=np.float64)
+    ok = np.isfinite(x)
+    if ok.sum() < 5:
+        return 0.0
+    x = x[ok]
+    var = (1.4826 * float(np.median(np.abs(x - np.median(x))))) ** 2
+    if sampling_var is not None:
+        var -= float(np.median(np.asarray(sampling_var, dtype=np.float64)[ok]))
+    return float(noise_k * np.sqrt(max(var, 0.0)))

@@ -190,6 +190,7 @@ def _describe(exc: BaseException) -> str:
 #: ``{missing top-level module: what to do}`` for modules a backend's import chain needs that no
 #: ExecuTorch wheel brings. Add to it for your own backends.
 MISSING_MODULE_ADVICE: dict[str, str] = {
+    "torch": "install PyTorch: pip install 'etlens[torch]'",
     "executorch": "install ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)",
     "tosa_serializer": "pip install 'etlens[cortex-m]' && pip install --no-deps tosa-tools==2026.5.0 (tosa-tools "
                        "provides tosa_serializer, which the Arm TOSA passes the Cortex-M passes reuse import; "
@@ -423,7 +424,7 @@ register_backend(BackendConfig(
     name="aten",
     description="pure PyTorch: torch.export + run_decompositions (no ExecuTorch needed)",
     requires=["torch"],
-    install_hint="install PyTorch",
+    install_hint="install PyTorch: pip install 'etlens[torch]'",
     uses_executorch=False,
     relax_verifier=False,
     to_edge=_aten_to_edge,

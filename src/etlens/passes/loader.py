@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import EtlensError, MissingDataError
 
-__all__ = ["load_model", "ModelError", "user_code"]
+__all__ = ["load_model", "model_title", "ModelError", "user_code"]
 
 
 class ModelError(EtlensError):
@@ -153,3 +153,27 @@ def load_model(spec: str, input_shapes: list[str] | None = None) -> tuple[Any, t
     if hasattr(model, "eval"):
         model = model.eval()
     return model, inputs, attr
+
+
+#: class names that say nothing about the model: the title falls back to the file or module name
+_GENERIC = {"Module", "GraphModule", "Sequential", "ModuleList", "ModuleDict", "ExportedProgram"}
+
+
+def model_title(model: Any, spec: str) -> str:
+    """A human name for the model ``spec`` built: the demo name, else the module's class, else the file stem.
+
+    ``model_title(GPT2LMHeadModel(cfg), "models.py:build")`` is ``"GPT2LMHeadModel"``; a bare
+    ``nn.Sequential`` from ``my_net.py:build`` is ``"my_net"``; ``"cnn"`` (a demo) stays ``"cnn"``.
+    Report titles use it, so a report of ``build()`` is not titled "build".
+    """
+    from .demos import DEMOS
+
+    if spec in DEMOS:
+        return spec
+    cls = type(model).__name__
+    if cls and cls not in _GENERIC and not cls.startswith("_"):
+        return cls
+    where = spec.rsplit(":", 1)[0]
+    if where.endswith(".py") or os.sep in where:
+        return os.path.splitext(os.path.basename(where))[0]
+    return where.rsplit(".", 1)[-1]

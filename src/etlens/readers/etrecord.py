@@ -41,7 +41,7 @@ import os
 from collections import Counter
 from typing import Any, Iterable
 
-from ..errors import EtlensError, FormatError, MissingDataError, first_line
+from ..errors import EtlensError, FormatError, MissingDataError, dependency_error, first_line, missing_dependency
 from ..model import Graph
 from .base import Artifact
 from ._zipsafe import SafeZip
@@ -206,6 +206,11 @@ class ETRecord(Artifact):
         data = z.read(name)
         try:
             return load_tensors(data)
+        except ModuleNotFoundError as exc:
+            if missing_dependency(exc):
+                raise dependency_error(missing_dependency(exc) or "torch",
+                                       f"{self.path}: reading entry {name!r} (tensors)") from exc
+            raise
         except Exception as exc:
             raise FormatError(
                 f"{self.path}: entry {name!r} holds something other than plain tensors "

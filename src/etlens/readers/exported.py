@@ -22,7 +22,8 @@ import os
 import re
 from typing import Any
 
-from ..errors import EtlensError, FormatError, MissingDataError, UnsupportedFormatError, first_line
+from ..errors import (EtlensError, FormatError, MissingDataError, UnsupportedFormatError, dependency_error, first_line,
+                      missing_dependency)
 from ..model import Graph
 from .base import Artifact
 
@@ -91,6 +92,8 @@ def read(path: str | os.PathLike[str]) -> ExportedArtifact:
     except (KeyboardInterrupt, MemoryError, EtlensError):
         raise
     except Exception as exc:
+        if missing_dependency(exc):
+            raise dependency_error(missing_dependency(exc) or "torch", f"{path}: reading a .pt2") from exc
         raise FormatError(f"{path}: torch.export.load could not read this .pt2 ({first_line(exc)}); write it with "
                           f"torch.export.save(exported_program, path) using torch {_torch_version()}") from exc
     name = _stem(path)

@@ -54,7 +54,7 @@ class _Writer:
             from tensorboard.summary.writer.event_file_writer import EventFileWriter
         except ImportError as exc:
             raise MissingDataError("write_tensorboard_artifact needs the 'tensorboard' package "
-                                   "(pip install tensorboard)") from exc
+                                   "(pip install 'etlens[tensorboard]')") from exc
         self._w = None
         self._raw = (EventFileWriter(logdir), Event, Summary)
 
@@ -85,7 +85,7 @@ def write_tensorboard(inspector, path: str) -> str:
         import tensorboard  # noqa: F401
     except ImportError as exc:
         raise MissingDataError("write_tensorboard_artifact needs the 'tensorboard' package "
-                               "(pip install tensorboard)") from exc
+                               "(pip install 'etlens[tensorboard]')") from exc
     os.makedirs(path, exist_ok=True)
     unit = inspector.target_time_scale.value
     w = _Writer(path)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from etlens.cli.main import main
+from etlens.cli.options import EXIT_GATE
 from tests.conftest import requires_executorch
 
 FAULTS = Path(__file__).resolve().parent / "faults.py"
@@ -30,16 +31,16 @@ def test_artifacts_and_model_do_not_mix(capsys):
 
 def test_bisect_needs_threshold(capsys):
     assert main(["gap", "--model", f"{FAULTS}:mlp_model", "--bisect"]) == 1
-    assert "--threshold" in capsys.readouterr().err
+    assert "--fail-on-gap" in capsys.readouterr().err
 
 
 @requires_executorch
 @pytest.mark.slow
-def test_fault_found_json_and_exit_2(tmp_path):
+def test_fault_found_json_and_gate_exit(tmp_path):
     out = tmp_path / "in.json"
     status = main(["gap", "--model", f"{FAULTS}:mlp_model", "--quantize", "--inside-delegates", "--metric", "SNR",
                    "--threshold", "10", "--format", "json", "-o", str(out)])
-    assert status == 2
+    assert status == EXIT_GATE
     doc = json.loads(out.read_text())
     assert doc["first_divergence"]["module_path"] == "blocks.4.fc"
     assert doc["observer_effect"]["identical"] is True

@@ -141,6 +141,9 @@ class Inspector:
         self.pte = pte
         self._attribution: Any = None
         self._consume_etrecord()
+        if not self._block_methods:
+            self._block_methods = [self._method_name()] * len(self._blocks)
+            self._label_blocks()
 
     # -- construction helpers ----------------------------------------------------------------------
     @classmethod
@@ -212,6 +215,7 @@ class Inspector:
                 scores = [(_method_score(block, dhm.get(m) or {}, nodes_for(m)), -k, m) for k, m in enumerate(methods)]
                 best = max(scores)
                 self._block_methods[bi] = best[2] if best[0] > 0 else self._method_name()
+        self._label_blocks()
         checked_any = False
         for bi, block in enumerate(self._blocks):
             method = self._block_methods[bi]
@@ -226,21 +230,43 @@ class Inspector:
             return
         self._check_record_matches()
 
+    def _label_blocks(self) -> None:
+        """Blocks that ran no operator belong to a metadata method, not to ``forward`` (see ``methods``)."""
+        from .methods import label_blocks, program_methods
+
+        self._block_methods = label_blocks(self._blocks, self._block_methods, program_methods(self.pte, log))
+
+    @property
+    def block_methods(self) -> List[str]:
+        """The method that ran each block of :attr:`block_columns` (etlens extra).
+
+        The ETDump does not name it: blocks are matched to the ETRecord's methods by their events,
+        and blocks without operator events (the metadata methods of an LLM program) are told apart
+        from ``forward``; with ``pte=`` they are named when the program has one such method.
+        """
+        return list(self._block_methods)
+
     def _check_record_matches(self) -> None:
         """Warn when the ETRecord is evidently not the one of this ETDump's program."""
         from .etrecord import record_maps
 
         framework = FRAMEWORK_EVENT_NAMES
         missing = wrong_kernel = checked = bad_delegate = 0
+        top: dict[int, int] = {}
         for bi, b in enumerate(self._blocks):
             handle_map, delegate_map, _ = record_maps(self.record, self._block_methods[bi])
-            handle_map = handle_map or {}
+            if handle_map is None:
+                continue  # a method the record has no maps for (e.g. a metadata method)
+            top[bi] = max((int(k) for k in handle_map if str(k).lstrip("-").isdigit()), default=-1)
             for i, name in enumerate(b.names):
                 instr = int(b.instruction_ids[i])
                 if name in framework or b.is_delegated[i] or instr < 0:
                     continue
                 if str(instr) not in handle_map:
-                    missing += 1
+                    # instructions of nodes without a debug handle (views, symbolic sizes, ops added
+                    # after the handles were assigned, e.g. llama::update_cache) have no entry; an id
+                    # past every entry means the record's program is shorter than the one that ran
+                    missing += instr > top.get(bi, -1)
                     continue
                 if name == DELEGATE_CALL:
                     if delegate_map is not None and str(instr) not in delegate_map:
@@ -370,21 +396,30 @@ class Inspector:
             "start_time": [starts[i] if has[i] else None for i in range(n)],
         }
 
-    def to_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False):
+    def _method_blocks(self, method: Optional[str]) -> list[int]:
+        from .methods import blocks_of
+
+        return blocks_of(self._block_methods, method, len(self._blocks))
+
+    def to_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False, *,
+                     method: Optional[str] = None):
         """All events of all blocks, one row each, with ExecuTorch's columns and order.
 
         Columns: ``event_block_name, event_name, raw, p10 (ms), p50 (ms), p90 (ms), avg (ms),
         min (ms), max (ms), op_types, delegate_debug_identifier, stack_traces, module_hierarchy,
-        is_delegated_op, delegate_backend_name, debug_data, start_time``.
+        is_delegated_op, delegate_backend_name, debug_data, start_time``. ``method`` (etlens extra)
+        keeps only the blocks of that method (see :attr:`block_methods`).
         """
         import pandas as pd
 
+        keep = self._method_blocks(method)
         if self._event_blocks is not None or include_delegate_debug_data:
-            frames = [b.to_dataframe(include_units, include_delegate_debug_data) for b in self.event_blocks]
+            blocks = self.event_blocks
+            frames = [blocks[i].to_dataframe(include_units, include_delegate_debug_data) for i in keep]
             return pd.concat(frames, ignore_index=True)
         units = f" ({self._target_time_scale.value})" if include_units else ""
         cols: dict[str, list] = {}
-        for b in self._blocks:
+        for b in (self._blocks[i] for i in keep):
             for k, v in self._block_columns(b).items():
                 cols.setdefault(k, []).extend(v)
         if not cols:
@@ -392,10 +427,11 @@ class Inspector:
                                    "(was the program run with ETDump enabled?)")
         return build_frame(cols, units)
 
-    def printed_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False):
+    def printed_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False, *,
+                          method: Optional[str] = None):
         """The table ``print_data_tabular`` prints and ``save_data_to_tsv`` writes: ``OPERATOR_CALL``
         rows and bulky columns (raw timings, debug data …) left out."""
-        df = self.to_dataframe(include_units, include_delegate_debug_data)
+        df = self.to_dataframe(include_units, include_delegate_debug_data, method=method)
         df = df.drop(columns=EXCLUDED_COLUMNS_WHEN_PRINTING)
         for name in EXCLUDED_EVENTS_WHEN_PRINTING:
             df = df[~df["event_name"].str.contains(name)]
@@ -497,6 +533,22 @@ class Inspector:
                                          list(b.op_types[i]), b.is_delegated[i], b.backend_names[i],
                                          self._debug_list(r0, idxs)))
         return out
+
+    def run_debug_data(self, block: int, event: int, column: int) -> list:
+        """The values event ``event`` of block ``block`` logged in the block's ``column``-th run (etlens extra).
+
+        ``Event.debug_data`` holds the first run's values only (as in ExecuTorch); runs of one block
+        log the same events in the same order, so the same positions in another run hold that
+        run's values (an LLM's prefill and decode runs differ here: shapes, positions).
+        """
+        b = self._blocks[block]
+        idxs = b.debug_events[event]
+        if idxs is None or column >= len(b.runs):
+            return []
+        run = b.runs[column]
+        if len(idxs) and int(idxs.max()) >= len(self._dump.runs[run].kind):
+            return []
+        return list(self._debug_list(run, idxs))
 
     @property
     def has_debug_buffer(self) -> bool:

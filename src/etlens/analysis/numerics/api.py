@@ -52,6 +52,8 @@ from ..inspector import Inspector
 from ..protocols import InspectorLike
 from ..record import Record, as_record
 from .capture import Capture, capture_reference, resolve_reference
+from .inputs import recover_inputs, reference_inputs
+from .jsonrun import JsonProgram
 from .delegates import DelegateOutputs
 from .tensorcheck import align_multi, describe, is_tensor, relative_mse, shapes_differ, sizes_differ
 from .match import HandleNameIndex, PairInfo, PairResult, pair_outputs
@@ -96,14 +98,11 @@ def _record_of(inspector: InspectorLike) -> Record:
                            f"to produce one, {_HINT_ETRECORD}")
 
 
-def _representative_inputs(record: Any) -> tuple:
-    record = as_record(record)
-    inputs = record.representative_inputs()
-    if not inputs:
-        raise MissingDataError(f"{record.path}: no representative inputs recorded, so there is nothing to run the "
-                               f"reference on; {_HINT_ETRECORD}")
-    first = inputs[0] if isinstance(inputs, list) else inputs
-    return first if isinstance(first, tuple) else (first,)
+def _load_op_libraries(program: Any) -> list[str]:
+    """Register the operator libraries the reference program calls (``llama::update_cache`` …) with torch."""
+    from ...passes import oplibs
+
+    return oplibs.load_for(program)
 
 
 def _check_runtime(runtime: RuntimeOutputs, inspector: InspectorLike) -> None:
@@ -165,6 +164,8 @@ class NumericalAnalysis:
         self._aot_names = HandleNameIndex(capture.op_names)
         self._rt_names = HandleNameIndex(runtime.op_names)
         self.last_errors: list[dict] = []  # pairs the last gap_table could not compare
+        self.inputs: tuple | None = None  # what the reference ran on
+        self.inputs_source: str | None = None  # where those inputs came from (ETRecord, --inputs, debug buffer)
 
     @property
     def reference_graph(self) -> str:
@@ -436,7 +437,7 @@ def _resolve_validation(disable_debug_handle_valdiation: bool, disable_debug_han
 
 
 def analyze(inspector: InspectorLike, reference_graph: str | None = None, disable_debug_handle_validation: bool = False,
-            keep_outputs: str = "all", delegate_outputs: str = "graph") -> NumericalAnalysis:
+            keep_outputs: str = "all", delegate_outputs: str = "graph", *, inputs: Any = None) -> NumericalAnalysis:
     """Capture the reference, select the runtime outputs and pair them (cached on the inspector).
 
     Args:
@@ -452,12 +453,18 @@ def analyze(inspector: InspectorLike, reference_graph: str | None = None, disabl
             :mod:`.delegates`); ``"executorch"`` keeps ExecuTorch's positional rule, which compares
             the wrong tensors when the delegate's last nodes are not its outputs (recurrent cells,
             ConvNeXt's ``permute -> conv -> permute``). Both give the same rows where the rule is right.
+        inputs: what the reference runs on instead of the ETRecord's representative inputs: a
+            tuple of tensors or the path of a ``torch.save``-d one. Without either, the inputs are
+            recovered from the debug buffer where the program's first ops determine them
+            (:mod:`.inputs`; ExecuTorch's ``export_llama`` records none). The analysis keeps what
+            it ran on in ``.inputs`` and where it came from in ``.inputs_source``.
     """
     if keep_outputs not in KEEP_CHOICES:
         raise EtlensError(f"keep_outputs must be one of {KEEP_CHOICES}, got {keep_outputs!r}")
     if delegate_outputs not in DELEGATE_OUTPUT_CHOICES:
         raise EtlensError(f"delegate_outputs must be one of {DELEGATE_OUTPUT_CHOICES}, got {delegate_outputs!r}")
-    cache_key = (reference_graph, bool(disable_debug_handle_validation), keep_outputs, delegate_outputs)
+    cache_key = (reference_graph, bool(disable_debug_handle_validation), keep_outputs, delegate_outputs,
+                 inputs if isinstance(inputs, (str, type(None))) else id(inputs))
     # an etlens Inspector owns the cache; an ExecuTorch Inspector gets no caching
     cache = inspector.numerics_cache if isinstance(inspector, Inspector) else None
     if cache is not None and cache_key in cache:
@@ -466,7 +473,7 @@ def analyze(inspector: InspectorLike, reference_graph: str | None = None, disabl
     with _gc_paused():
         try:
             analysis = _analyze(inspector, reference_graph, disable_debug_handle_validation, keep_outputs,
-                                delegate_outputs)
+                                delegate_outputs, inputs)
         except EtlensError:
             raise
         except Exception as exc:  # a real model must give rows or a reason, never a raw traceback
@@ -480,12 +487,18 @@ def analyze(inspector: InspectorLike, reference_graph: str | None = None, disabl
 
 
 def _analyze(inspector: InspectorLike, reference_graph: str | None, disable_debug_handle_validation: bool,
-             keep_outputs: str, delegate_outputs: str = "graph") -> NumericalAnalysis:
-    record = _record_of(inspector)
-    inputs = _representative_inputs(record)
+             keep_outputs: str, delegate_outputs: str = "graph", given_inputs: Any = None) -> NumericalAnalysis:
+    record = as_record(_record_of(inspector))
     runtime = collect_runtime_outputs(runtime_blocks(inspector))
     _check_runtime(runtime, inspector)
     ref = resolve_reference(record, reference_graph, bool(disable_debug_handle_validation))
+    if _load_op_libraries(ref.program) and not isinstance(ref.program, JsonProgram):
+        # deserialized before its custom ops were registered: torch stubbed them; read it again
+        ref = resolve_reference(record, reference_graph, bool(disable_debug_handle_validation))
+    delegated = {h for key, w in runtime.winners.items() if w["delegated"] for h in key}
+    inputs, source = reference_inputs(
+        record, given_inputs,
+        recover=lambda: recover_inputs(ref.program, ref.handles, runtime.outputs, delegated))
     keep = None
     if keep_outputs == "compared":
         wanted = {h for key in runtime.outputs for h in key}
@@ -499,13 +512,15 @@ def _analyze(inspector: InspectorLike, reference_graph: str | None, disable_debu
                                f"regenerate the ETRecord with generate_etrecord=True")
     outputs = DelegateOutputs.from_record(record) if delegate_outputs == "graph" else None
     paired = pair_outputs(capture.outputs, runtime.outputs, outputs.output_handles if outputs is not None else None)
-    return NumericalAnalysis(capture, runtime, paired, inspector)
+    analysis = NumericalAnalysis(capture, runtime, paired, inspector)
+    analysis.inputs, analysis.inputs_source = inputs, source
+    return analysis
 
 
 def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
                           disable_debug_handle_valdiation: bool = False, reference_graph: str | None = None, *,
                           disable_debug_handle_validation: bool | None = None, keep_outputs: str = "all",
-                          multi_output: bool = False, delegate_outputs: str = "graph"):
+                          multi_output: bool = False, delegate_outputs: str = "graph", inputs: Any = None):
     """Per-op numeric gap between the ETRecord reference and the runtime (ExecuTorch-compatible).
 
     Args:
@@ -517,6 +532,8 @@ def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
         disable_debug_handle_validation: the same switch, spelled correctly.
         keep_outputs: ``"compared"`` bounds memory to the outputs that can be compared.
         multi_output: also compare ops with several outputs (ExecuTorch skips them).
+        inputs: the method's inputs (a tuple, or a ``torch.save`` file) when the ETRecord has no
+            representative inputs (see :func:`analyze`).
         delegate_outputs: ``"graph"`` (default) or ``"executorch"``: how the outputs of a delegate
             call with several outputs find their reference op (see :func:`analyze`).
 
@@ -526,7 +543,7 @@ def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
     """
     analysis = analyze(inspector, reference_graph,
                        _resolve_validation(disable_debug_handle_valdiation, disable_debug_handle_validation),
-                       keep_outputs, delegate_outputs)
+                       keep_outputs, delegate_outputs, inputs=inputs)
     with _gc_paused():
         return analysis.gap_table(distance, multi_output=multi_output)
 

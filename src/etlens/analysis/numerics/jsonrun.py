@@ -119,6 +119,13 @@ class JsonNode:
 _SOURCE_RE = re.compile(r'"name": "([^"\\]*)", "target": "[^"\\]*", "graph_id": (-?\d+)')
 
 
+#: ``operator`` functions a program may call on symbolic ints / bools (``_operator.ge`` in a guard)
+_SYM_OPERATORS = frozenset({"add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "neg", "ge", "gt", "le",
+                            "lt", "eq", "ne", "and_", "or_", "not_"})
+#: higher-order operators run eagerly (their subject is an ``as_operator`` argument)
+_HIGHER_ORDER = frozenset({"torch.ops.higher_order.auto_functionalized",
+                           "torch.ops.higher_order.auto_functionalized_v2"})
+
 _DTYPES = EXPORT_DTYPES
 _MEMORY_FORMATS = EXPORT_MEMORY_FORMATS
 _LAYOUTS = EXPORT_LAYOUTS
@@ -142,6 +149,8 @@ class JsonProgram:
         self.nodes = [JsonNode(str(n.get("name") or _first_output_name(n)), n.get("target", ""), n.get("inputs", []),
                                n.get("outputs", []), n.get("metadata") or {}) for n in graph.get("nodes", [])]
         self._graph_inputs = graph.get("inputs", [])
+        #: ``{value name: serialized tensor meta}`` (dtype, sizes) of the graph's values
+        self.tensor_meta: dict = graph.get("tensor_values", {})
         self._specs = (gm.get("signature") or {}).get("input_specs", [])
         # ``state_dict`` may be a thunk returning (state_dict, constants): loaded on the first run only
         self._tensors = state_dict if callable(state_dict) else None
@@ -193,6 +202,12 @@ class JsonProgram:
                 raise Unsupported(f"input kind {kind!r}")
         return env
 
+    def load_tensors(self) -> None:
+        """Read the state dict and constants now (they are loaded on the first run otherwise)."""
+        if self._tensors is not None:
+            self.state_dict, self.constants = self._tensors()
+            self._tensors = None
+
     def _state(self, key: str) -> Any:
         if key in self.state_dict:
             return self.state_dict[key]
@@ -238,6 +253,8 @@ class JsonProgram:
             return [list(x) for x in v]
         if kind == "as_complex":
             return complex(v["real"], v["imag"])
+        if kind == "as_operator":
+            return self.resolve(v)
         raise Unsupported(f"argument kind {kind!r}")
 
     @staticmethod
@@ -255,6 +272,13 @@ class JsonProgram:
 
         if target in ("_operator.getitem", "operator.getitem"):
             return operator.getitem
+        module, _, fname = target.rpartition(".")
+        if module in ("_operator", "operator") and fname in _SYM_OPERATORS:
+            return getattr(operator, fname)  # arithmetic / comparisons on symbolic ints (guards, slice ends)
+        if target in _HIGHER_ORDER:
+            # functionalized custom in-place ops (``llama::update_cache`` on a KV cache): eager, the
+            # op itself is an ``as_operator`` argument
+            return getattr(torch.ops.higher_order, target.rpartition(".")[2])
         if not target.startswith("torch.ops.") or target.startswith("torch.ops.higher_order."):
             raise Unsupported(f"operator {target!r}")
         parts = target[len("torch.ops."):].split(".")
@@ -277,9 +301,7 @@ class JsonProgram:
 
         if any("quantized_decomposed" in n.target for n in self.nodes):
             ensure_quant_ops()  # importing torch.ao.quantization costs ~1 s: only when needed
-        if self._tensors is not None:
-            self.state_dict, self.constants = self._tensors()
-            self._tensors = None
+        self.load_tensors()
         env = self._lifted_inputs(user_inputs)
         last_use: dict[str, int] = {}
         for i, node in enumerate(self.nodes):
@@ -292,12 +314,14 @@ class JsonProgram:
         written = _written_later(self.nodes, ops) if on_node is not None else set()
         for i, node in enumerate(self.nodes):
             fn = ops[node.target]
-            if fn is operator.getitem:
+            if fn is operator.getitem or getattr(fn, "__module__", None) in ("_operator", "operator"):
                 args = [self._arg(a["arg"], env) for a in node.inputs]
                 result = fn(*args)
             else:
-                kwargs = {a["name"]: self._arg(a["arg"], env) for a in node.inputs}
-                result = fn(**kwargs)
+                # unnamed inputs are positional (a higher-order op's operator argument)
+                args = [self._arg(a["arg"], env) for a in node.inputs if not a["name"]]
+                kwargs = {a["name"]: self._arg(a["arg"], env) for a in node.inputs if a["name"]}
+                result = fn(*args, **kwargs)
             self._bind(node, result, env)
             if on_node is not None:
                 # a value a later in-place op overwrites (``hidden += residual`` exports as ``add_``)

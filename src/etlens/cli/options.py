@@ -1,0 +1,206 @@
+"""The command line's shared grammar: output format, model source, gate flags and exit codes.
+
+Every subcommand builds its options from these helpers, so the same idea is spelled the same way
+everywhere:
+
+* **output** — :func:`add_output` adds ``--format {table,csv,tsv,json}`` and ``-o/--output FILE``
+  to every subcommand that prints data. ``table`` is for people (aligned columns), ``csv``/``tsv``
+  are one header row and one row per item, ``json`` keeps every field. Old spellings still work as
+  deprecated aliases: ``--json`` means ``--format json`` and ``--format text`` means ``--format table``.
+  :func:`render_rows` turns ``(columns, rows)`` into any of the four.
+* **model source** — :func:`add_model_source` adds ``--model FILE.py:FN`` (or ``package.module:FN``)
+  and ``--demo NAME`` (see ``etlens demos``); artifacts are named by their own flags
+  (``--etdump``, ``--etrecord``, ``--debug-buffer``, ``--pte``), the same on every subcommand.
+* **gates** — :func:`add_gate` adds a ``--fail-on-<what>`` flag; :func:`gate_failed` prints one
+  ``etlens: gate failed: …`` line and returns :data:`EXIT_GATE`.
+* **exit status** — :data:`EXIT_OK` 0, :data:`EXIT_ERROR` 1, :data:`EXIT_USAGE` 2 (argparse's own
+  code for a bad command line), :data:`EXIT_GATE` 3: the command worked and a gate failed, so CI can
+  tell a regression from a typo. :func:`exit_codes_help` is the table ``etlens --help`` prints.
+
+Example::
+
+    p = add_command(sub, "size", ...)
+    add_output(p)                      # --format {table,csv,tsv,json}, --json (deprecated), -o
+    add_gate(p, "size-kb", "exit 3 when the file is larger than KB kibibytes", metavar="KB")
+    ...
+    write_text(render_rows(["part", "bytes"], rows, args.format), args.output)
+    return gate_failed("file is 912 KiB > --fail-on-size-kb 800") if too_big else EXIT_OK
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_GATE", "EXIT_INTERRUPTED", "EXIT_CODES", "FORMATS",
+           "add_output", "add_model_source", "model_spec", "add_gate", "gate_failed", "exit_codes_help",
+           "render_rows", "render_records", "flatten"]
+
+#: the command did what was asked
+EXIT_OK = 0
+#: an error: unreadable or inconsistent input, a failing model, a missing dependency (one ``etlens: error:`` line)
+EXIT_ERROR = 1
+#: a usage error: unknown option, missing or conflicting arguments (argparse exits with this code)
+EXIT_USAGE = 2
+#: the command worked and a gate failed (``--fail-on-…``, ``compare``'s regression, ``verify``'s failing case)
+EXIT_GATE = 3
+#: interrupted with Ctrl-C
+EXIT_INTERRUPTED = 130
+
+#: exit status -> meaning, as listed by ``etlens --help`` and docs/cli.md
+EXIT_CODES = {
+    EXIT_OK: "success",
+    EXIT_ERROR: "error: bad or missing input, a failing model or stage, a missing optional dependency",
+    EXIT_USAGE: "usage error: unknown option, missing or conflicting arguments",
+    EXIT_GATE: "a gate failed: report/gap --fail-on-gap, report --fail-on-latency-ms,\n"
+               "      compare --fail-on-regression (on by default), verify's failing test case",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
+
+#: the one set of output formats
+FORMATS = ("table", "csv", "tsv", "json")
+#: old spellings accepted on the command line (deprecated): value -> the format it means
+FORMAT_ALIASES = {"text": "table"}
+
+
+def exit_codes_help() -> str:
+    """The ``exit status:`` block of ``etlens --help``."""
+    return "exit status:\n" + "\n".join(f"  {code:<3} {text}" for code, text in EXIT_CODES.items())
+
+
+def _format_value(text: str) -> str:
+    value = text.strip().lower()
+    return FORMAT_ALIASES.get(value, value)
+
+
+class _JsonAlias(argparse.Action):
+    """``--json``: the deprecated spelling of ``--format json``."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest="_json_alias", nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        namespace.format = "json"
+
+
+def add_output(p: argparse.ArgumentParser, *, default: str = "table", output_help: str | None = None,
+               with_output: bool = True) -> None:
+    """``--format {table,csv,tsv,json}``, its deprecated aliases, and ``-o/--output FILE``.
+
+    ``with_output=False`` when the subcommand's ``-o`` already means something else (a written file).
+    """
+    p.add_argument("--format", type=_format_value, choices=FORMATS, default=default,
+                   help=f"output format (default {default}); 'text' is a deprecated alias of 'table'")
+    p.add_argument("--json", action=_JsonAlias, help="deprecated alias of --format json")
+    if with_output:
+        p.add_argument("-o", "--output", metavar="FILE",
+                       help=output_help or "write the output to FILE instead of stdout")
+
+
+def add_model_source(p: Any, *, demo_default: str | None = "cnn", model_help: str | None = None) -> None:
+    """``--model FILE.py:FN`` and ``--demo [NAME]`` on ``p`` (a parser or an argument group).
+
+    Give a mutually exclusive group to make them exclusive with other sources (``--etdump`` …).
+    ``--model`` also accepts a demo name, so ``--model cnn`` equals ``--demo cnn``.
+    """
+    p.add_argument("--model", metavar="FILE.py:FN",
+                   help=model_help or "a function returning (module, example_inputs), as path/to/file.py:FN or "
+                                      "package.module:FN (a demo name works too)")
+    demo = f" (default {demo_default})" if demo_default else ""
+    p.add_argument("--demo", nargs="?" if demo_default else None, const=demo_default, metavar="NAME",
+                   help=f"a built-in demo model{demo}; see `etlens demos`")
+
+
+def model_spec(args: argparse.Namespace) -> str | None:
+    """The model source given on the command line (``--model`` or ``--demo``), or None."""
+    return getattr(args, "model", None) or getattr(args, "demo", None)
+
+
+def add_gate(p: Any, what: str, help: str, *, metavar: str = "X", type: Any = float,
+             aliases: Iterable[str] = (), dest: str | None = None) -> None:
+    """A ``--fail-on-<what>`` gate flag (exit :data:`EXIT_GATE` when it trips).
+
+    ``aliases``: older spellings kept working (shown as deprecated in ``--help``).
+    """
+    flags = [f"--fail-on-{what}", *aliases]
+    note = f" (deprecated old spelling: {', '.join(flags[1:])})" if len(flags) > 1 else ""
+    kw: dict[str, Any] = {"dest": dest} if dest else {}
+    p.add_argument(*flags, type=type, metavar=metavar, help=f"{help}; exit status {EXIT_GATE}{note}", **kw)
+
+
+def gate_failed(message: str) -> int:
+    """Print ``etlens: gate failed: <message>`` where the user sees it and return :data:`EXIT_GATE`.
+
+    (:func:`etlens._progress.console`: the real stderr, even while third-party output is kept quiet.)
+    """
+    from .._progress import console
+
+    print(f"etlens: gate failed: {message}", file=console())
+    return EXIT_GATE
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(_cell(v)) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_cell(v)}" for k, v in value.items())
+    return "" if value is None else value
+
+
+def render_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, *,
+                floatfmt: str = ".4g", footer: str | None = None) -> str:
+    """``(columns, rows)`` as a table, CSV, TSV or JSON (a list of row objects).
+
+    ``footer`` (a summary line) is added under the table only: CSV/TSV/JSON stay pure data.
+    Lists in cells become ``a, b`` in table/CSV/TSV and stay lists in JSON.
+    """
+    import json
+
+    rows = [list(r) for r in rows]
+    if fmt == "json":
+        return json.dumps([dict(zip(columns, r)) for r in rows], indent=1, default=str)
+    if fmt in ("csv", "tsv"):
+        import csv
+        import io
+
+        buf = io.StringIO()
+        w = csv.writer(buf, delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n")
+        w.writerow(columns)
+        w.writerows([[_cell(c) for c in r] for r in rows])
+        return buf.getvalue()
+    from tabulate import tabulate
+
+    text = tabulate([[_cell(c) for c in r] for r in rows], headers=list(columns), floatfmt=floatfmt,
+                    tablefmt="simple")
+    return text + (f"\n{footer}" if footer else "")
+
+
+def render_records(records: Sequence[dict[str, Any]], fmt: str, *, columns: Sequence[str] | None = None,
+                   footer: str | None = None) -> str:
+    """A list of row objects (dicts) in ``fmt``; the columns are ``columns`` or every key, in first-seen order."""
+    if columns is None:
+        seen: dict[str, None] = {}
+        for rec in records:
+            seen.update(dict.fromkeys(rec))
+        columns = list(seen)
+    return render_rows(columns, [[rec.get(c) for c in columns] for rec in records], fmt, footer=footer)
+
+
+def flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """``(field path, value)`` rows of nested dicts/lists: the CSV/TSV form of a document with no natural table.
+
+    >>> flatten({"a": {"b": 1}, "c": [2, {"d": 3}]})
+    [('a.b', 1), ('c[0]', 2), ('c[1].d', 3)]
+    """
+    out: list[tuple[str, Any]] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += flatten(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(obj, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in obj):
+        for i, v in enumerate(obj):
+            out += flatten(v, f"{prefix}[{i}]")
+    else:
+        out.append((prefix, list(obj) if isinstance(obj, tuple) else obj))
+    return out
