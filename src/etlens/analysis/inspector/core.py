@@ -511,18 +511,19 @@ class Inspector:
                     out.setdefault(op, []).append(e)
         return out
 
-    def runtime_intermediate_outputs(self) -> List[RuntimeOutput]:
-        """Every operator event that logged intermediate outputs, for numeric comparison.
+    def runtime_intermediate_outputs(self, column: int = 0, method: Optional[str] = None) -> List[RuntimeOutput]:
+        """Operator events (not ``OPERATOR_CALL``) that logged intermediate outputs, decoded lazily.
 
-        Skips ``OPERATOR_CALL`` (its output is the same as the operator's) and framework events.
-        ``outputs`` decode on first access. Debug handles come from the ETRecord (empty without one).
-        """
+        ``column``: which run of each block (0: the first, as ExecuTorch); ``method``: that method's blocks."""
         out = []
-        for b in self._blocks:
-            r0 = b.runs[0]
+        for bi, b in enumerate(self._blocks):
+            if column >= len(b.runs) or (method is not None and self._block_methods[bi] != method):
+                continue
+            r0 = b.runs[column]
+            n_events = len(self._dump.runs[r0].kind)
             for i, name in enumerate(b.names):
                 idxs = b.debug_events[i]
-                if idxs is None or name == OPERATOR_CALL:
+                if idxs is None or name == OPERATOR_CALL or (len(idxs) and int(idxs.max()) >= n_events):
                     continue
                 h = b.debug_handles[i]
                 handles = () if h is None else ((h,) if isinstance(h, int) else tuple(h))
@@ -531,21 +532,15 @@ class Inspector:
                                          self._debug_list(r0, idxs)))
         return out
 
-    def run_debug_data(self, block: int, event: int, column: int) -> list:
-        """The values event ``event`` of block ``block`` logged in the block's ``column``-th run (etlens extra).
+    def run_debug_data(self, block: int, event: Optional[int], column: int) -> list:
+        """What event ``event`` of block ``block`` (None: the method's outputs) logged in the block's
+        ``column``-th run, as numpy arrays or scalars, no torch import (etlens extra; see ``run_values``)."""
+        from .run_values import run_outputs, run_values
 
-        ``Event.debug_data`` holds the first run's values only (as in ExecuTorch); runs of one block
-        log the same events in the same order, so the same positions in another run hold that
-        run's values (an LLM's prefill and decode runs differ here: shapes, positions).
-        """
         b = self._blocks[block]
-        idxs = b.debug_events[event]
-        if idxs is None or column >= len(b.runs):
-            return []
-        run = b.runs[column]
-        if len(idxs) and int(idxs.max()) >= len(self._dump.runs[run].kind):
-            return []
-        return list(self._debug_list(run, idxs))
+        if event is None:
+            return run_outputs(self._dump, self._buffer, b, column)
+        return run_values(self._dump, self._buffer, b, event, column)
 
     @property
     def has_debug_buffer(self) -> bool:
