@@ -116,9 +116,9 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     """
     from .._progress import StageBar
     from ..passes.session import BuildSession
-    from .pipeline import _require_executorch
+    from .pipeline import require_executorch
 
-    _require_executorch("lowering")
+    require_executorch("lowering")
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     stem = os.path.splitext(os.path.basename(output))[0]
     art_dir = os.path.join(out_dir, f"{stem}_artifacts")
