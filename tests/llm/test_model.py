@@ -38,6 +38,14 @@ def test_oplibs_decides_from_every_spelling(llm_corpus, tmp_path):
 
     with pytest.raises(BackendUnavailableError, match="needed by nope::op"):
         oplibs.load(["etlens_no_such_library"], why={"etlens_no_such_library": "nope::op"})
+    # a .pt2 calling an operator no library registers: the child's one-line error names it and the fix
+    import zipfile
+
+    pt2 = tmp_path / "custom.pt2"
+    with zipfile.ZipFile(pt2, "w") as z:
+        z.writestr("custom/models/model.json", '{"target": "torch.ops.etlens_nope.my_op.default"}')
+    with pytest.raises(BackendUnavailableError, match="etlens_nope::my_op.*ETLENS_OP_LIBRARIES"):
+        oplibs.load_for(str(pt2))
 
 
 @requires_executorch
