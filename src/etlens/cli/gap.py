@@ -40,6 +40,12 @@ def register(sub) -> None:
     p.add_argument("--reference-graph", default=None,
                    help="exported_program | edge_dialect_exported_program | a graph-map name (default: auto)")
     p.add_argument("--explain", action="store_true", help="also list ops/events without a row, and why")
+    p.add_argument("--multi-output", action="store_true",
+                   help="also compare ops that return several tensors (ExecuTorch skips them; torch.nn.LSTM/GRU "
+                        "export as one such op)")
+    p.add_argument("--delegate-outputs", default="graph", choices=["graph", "executorch"],
+                   help="pair each output of a delegate call with the node that returns it (graph, default) or "
+                        "by ExecuTorch's positional rule (executorch)")
     add_output(p)
     p.set_defaults(func=run)
 
@@ -98,16 +104,18 @@ def run(args) -> int:
     from ..analysis.inspector import Inspector
 
     insp = Inspector(etdump_path=args.etdump, etrecord=args.etrecord, debug_buffer_path=args.debug_buffer)
-    analysis = numerics.analyze(insp, args.reference_graph, inputs=args.inputs, run=args.run)
-    df = analysis.gap_table(args.metric)
+    analysis = numerics.analyze(insp, args.reference_graph, inputs=args.inputs, run=args.run,
+                                delegate_outputs=args.delegate_outputs)
+    multi = bool(getattr(args, "multi_output", False))
+    df = analysis.gap_table(args.metric, multi_output=multi)
     comparator = get_comparator(args.metric)
     crossing = []
     if args.threshold is not None:
         for i, gaps in enumerate(df["gap"]):
             if any(comparator.crosses(float(g), args.threshold) for g in gaps):
                 crossing.append(i)
-    first = analysis.first_divergence(args.threshold, args.metric) if crossing else None
-    explain = analysis.explain_unpaired() if args.explain else None
+    first = analysis.first_divergence(args.threshold, args.metric, multi_output=multi) if crossing else None
+    explain = analysis.explain_unpaired(multi_output=multi) if args.explain else None
 
     if args.format == "json":
         doc = {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from ..errors import EtlensError, first_line
 from .._progress import console
@@ -61,20 +60,16 @@ def _runtime_note(trace, pte: str) -> str | None:
     The operators are those of the trace's last snapshot (the program the ``.pte`` holds), spelled
     as ExecuTorch's operator table spells them (``cortex_m::quantized_linear.out``).
     """
-    import subprocess
+    from ..passes.worker import Worker
 
     last = trace.snapshots[-1].graph
     ops = sorted({"::".join(n.target.split(".", 1)) for n in last
                   if n.kind == "op" and n.target and n.target.count(".") >= 2})
-    code = ("from executorch.extension.pybindings import portable_lib as p\n"
-            "print('\\n'.join(p._get_operator_names()))")
-    try:  # a child process: loading the runtime's native library stays out of this one
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired):
+    try:  # a worker job: loading the runtime's native library stays out of this process
+        with Worker() as w:
+            have = set(w.list_operators())
+    except (OSError, EtlensError):
         return None
-    if proc.returncode != 0:
-        return None
-    have = set(proc.stdout.split())
     lacking = [op for op in ops if op not in have]
     if not lacking:
         return ""

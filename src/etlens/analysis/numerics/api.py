@@ -41,6 +41,7 @@ Deliberate differences from ExecuTorch (each has a test):
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,8 +49,7 @@ from typing import Any
 
 from ...errors import EtlensError, MissingDataError
 from ..comparators import METRIC_NAMES, NumericalComparatorBase, get_comparator
-from ..inspector import Inspector
-from ..protocols import InspectorLike
+from ..protocols import InspectorLike, is_columnar
 from ..record import Record, as_record
 from .capture import Capture, capture_reference, resolve_reference
 from ...passes import oplibs
@@ -85,9 +85,29 @@ _HINT_DEBUG = ("run the program with ETDump and a debug buffer: "
                "(in C++: ETDumpGen::set_debug_buffer and EventTracerDebugLogLevel::kIntermediateOutputs)")
 
 
+#: analyses already made, per etlens inspector (``id`` -> cache; an entry goes with its inspector):
+#: running the reference is the costly part, a new metric reuses it
+_ANALYSES: dict[int, dict] = {}
+
+
+def _cache_of(inspector: Any) -> dict | None:
+    """The analyses of an etlens ``inspector`` made so far; ``None`` (no caching) for ExecuTorch's."""
+    if not is_columnar(inspector):
+        return None
+    key = id(inspector)
+    cache = _ANALYSES.get(key)
+    if cache is None:
+        try:
+            weakref.finalize(inspector, _ANALYSES.pop, key, None)
+        except TypeError:  # not weakly referenceable: no cache rather than a leak
+            return None
+        cache = _ANALYSES[key] = {}
+    return cache
+
+
 # -- inputs from the inspector -------------------------------------------------------------------
 def _record_of(inspector: InspectorLike) -> Record:
-    if isinstance(inspector, Inspector):
+    if is_columnar(inspector):
         rec = inspector.record
     else:  # ExecuTorch's Inspector keeps the ETRecord it was given (a path or a parsed one)
         rec = inspector._etrecord
@@ -104,7 +124,7 @@ def _record_of(inspector: InspectorLike) -> Record:
 
 
 def _check_runtime(runtime: RuntimeOutputs, inspector: InspectorLike) -> None:
-    if runtime.n_debug_events and isinstance(inspector, Inspector) and not inspector.has_debug_buffer:
+    if runtime.n_debug_events and is_columnar(inspector) and not inspector.has_debug_buffer:
         # etlens.Inspector without a buffer decodes logged tensors as zeros (as ExecuTorch does):
         # comparing those would report a huge, meaningless gap
         raise MissingDataError(
@@ -469,8 +489,7 @@ def analyze(inspector: InspectorLike, reference_graph: str | None = None, disabl
         raise EtlensError(f"delegate_outputs must be one of {DELEGATE_OUTPUT_CHOICES}, got {delegate_outputs!r}")
     cache_key = (reference_graph, bool(disable_debug_handle_validation), keep_outputs, delegate_outputs,
                  inputs if isinstance(inputs, (str, type(None))) else id(inputs), int(run))
-    # an etlens Inspector owns the cache; an ExecuTorch Inspector gets no caching
-    cache = inspector.numerics_cache if isinstance(inspector, Inspector) else None
+    cache = _cache_of(inspector)
     if cache is not None and cache_key in cache:
         return cache[cache_key]
 

@@ -188,7 +188,7 @@ def propagate_back_handles(aten_program: Any, export_graph_id: Any, edge_program
 
 
 # -- resolving the reference program -----------------------------------------------------------------
-def _edge_stage(stages: list[str]) -> str | None:
+def pick_edge_stage(stages: list[str]) -> str | None:
     for s in stages:
         if s == EDGE_PROGRAM or s.startswith(EDGE_PROGRAM + "/"):
             if s in (EDGE_PROGRAM, EDGE_PROGRAM + "/forward"):
@@ -242,7 +242,7 @@ def resolve_reference(record: ETRecordLike | Record, reference_graph: str | None
 def _resolve(record: Record, reference_graph: str | None, disable_validation: bool,
              load: Callable[[str], Any]) -> ReferenceProgram:
     stages = record.stages()
-    edge_stage = _edge_stage(stages)
+    edge_stage = pick_edge_stage(stages)
     if reference_graph in (None, EXPORTED_PROGRAM):
         aten = load(EXPORTED_PROGRAM) if EXPORTED_PROGRAM in stages else None
         handles = None

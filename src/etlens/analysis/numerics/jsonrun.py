@@ -318,7 +318,7 @@ class JsonProgram:
         env = self._lifted_inputs(user_inputs)
         last_use: dict[str, int] = {}
         for i, node in enumerate(self.nodes):
-            for name in _input_names(node.inputs):
+            for name in input_names(node.inputs):
                 last_use[name] = i
         ops = {}
         for node in self.nodes:
@@ -340,7 +340,7 @@ class JsonProgram:
                 # a value a later in-place op overwrites (``hidden += residual`` exports as ``add_``)
                 # must be copied by a caller that keeps it, to keep the value this node computed
                 on_node(node, result, node.name in written)
-            for name in _input_names(node.inputs):
+            for name in input_names(node.inputs):
                 if last_use.get(name) == i and (keep is None or not keep(name)):
                     env.pop(name, None)
         if carry_state and self._mutations:
@@ -437,14 +437,14 @@ def written_later(steps: list[tuple[str, Any, Callable[[], dict[str, list[str]]]
 def _written_later(nodes: list[JsonNode], ops: dict[str, Any]) -> set[str]:
     steps: list = []
     for n in nodes:
-        steps.append((n.name, ops[n.target], lambda n=n: {a["name"]: _input_names([a]) for a in n.inputs}))
+        steps.append((n.name, ops[n.target], lambda n=n: {a["name"]: input_names([a]) for a in n.inputs}))
         # the other tensors a node returns (``unbind``'s pieces) are elements of its result
         steps.extend((t, operator.getitem, lambda n=n: {"self": [n.name]})
-                     for t in _output_names(n.outputs) if t != n.name)
+                     for t in output_names(n.outputs) if t != n.name)
     return written_later(steps)
 
 
-def _output_names(outputs: list) -> list[str]:
+def output_names(outputs: list) -> list[str]:
     names = []
     for o in outputs:
         (kind, v), = o.items()
@@ -481,7 +481,7 @@ def _sym_name(arg: Any) -> str | None:
     return None
 
 
-def _input_names(inputs: list) -> list[str]:
+def input_names(inputs: list) -> list[str]:
     out = []
     for a in inputs:
         (kind, v), = a["arg"].items()

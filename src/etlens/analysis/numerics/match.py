@@ -222,7 +222,7 @@ def _unpairable_group(aot: list[tuple], rt: list[tuple]) -> list[Unpaired]:
             + [Unpaired("runtime", k, Reason.AMBIGUOUS, detail) for k in rt])
 
 
-def _multi_output_value(aot_out: Any, rt_out: Any, neg: int, key: tuple, rt_handle: tuple
+def _multi_output_value(aot_out: Any, rt_out: Any, neg: int, key: tuple, rt_handle: tuple, num_outputs: int = 1
                         ) -> tuple[Any, Any] | Unpaired:
     """``(reference tuple, runtime tuple)`` for a reference op with several outputs, or why not."""
     if not _is_seq(rt_out) or not rt_out:
@@ -231,6 +231,9 @@ def _multi_output_value(aot_out: Any, rt_out: Any, neg: int, key: tuple, rt_hand
     last = rt_out[neg] if len(rt_out) >= -neg else None
     if isinstance(last, list) and all(_shape(t) is not None for t in last):
         mapped = last
+    elif _shape(last) is not None and num_outputs == len(aot_out) and len(rt_out) > num_outputs:
+        # a delegate call logs its inputs, then its outputs: the op's tensors are the last ones
+        mapped = rt_out[-num_outputs:]
     elif _shape(last) is not None:
         mapped = rt_out
     else:
@@ -312,7 +315,7 @@ def _pair_group(result: PairResult, group: int, rt_handle: tuple, rt_out: Any, n
             continue
         aot_out = aot_map[key]
         if _is_seq(aot_out):
-            picked = _multi_output_value(aot_out, rt_out, neg, key, rt_handle)
+            picked = _multi_output_value(aot_out, rt_out, neg, key, rt_handle, num_outputs)
             if isinstance(picked, Unpaired):
                 result.unpaired.append(picked)
                 continue

@@ -101,16 +101,16 @@ def runtime_blocks(inspector: InspectorLike, fast: bool = True, run: int = 0, me
     prefill); ``method``: only that method's blocks (an etlens Inspector that knows it; the
     metadata methods of an LLM program log their returned constants, which are no operator's).
     """
-    from ..inspector import Inspector
+    from ..protocols import is_columnar
 
-    if isinstance(inspector, Inspector):
+    if is_columnar(inspector):
         methods = set(getattr(inspector, "block_methods", ()) or ())
         method = method if method in methods else None
         if run or method is not None:
             fast = True
     elif run:
         raise EtlensError("comparing a run other than the first needs an etlens Inspector")
-    if fast and isinstance(inspector, Inspector):
+    if fast and is_columnar(inspector):
         blocks: dict[str, _Block] = {}
         for ro in inspector.runtime_intermediate_outputs(run, method):
             blocks.setdefault(ro.block, _Block(ro.block, [])).events.append(_Ev(ro))
