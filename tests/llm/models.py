@@ -45,8 +45,8 @@ def _build(qmode: str | None, seed: int = 0, n_layers: int = PARAMS["n_layers"])
     from executorch.examples.models.llama.source_transformation.sdpa import replace_sdpa_with_custom_op
 
     torch.manual_seed(seed)
-    args = ModelArgs(**{**PARAMS, "n_layers": n_layers}, max_seq_len=MAX_SEQ_LEN, max_context_len=MAX_SEQ_LEN, use_kv_cache=True,
-                     use_sdpa_with_kv_cache_op=True, enable_dynamic_shape=True)
+    args = ModelArgs(**{**PARAMS, "n_layers": n_layers}, max_seq_len=MAX_SEQ_LEN, max_context_len=MAX_SEQ_LEN,
+                     use_kv_cache=True, use_sdpa_with_kv_cache_op=True, enable_dynamic_shape=True)
     model = construct_transformer(args)
     with torch.no_grad():
         for name, p in model.named_parameters():
