@@ -72,6 +72,7 @@ def test_compare_etdumps_directly(fleet):
     assert any(r["verdict"] == "regression" for r in res["rows"])
     # one process a side: runs are all there is; the floor comes from the spread of all ops' ratios
     assert res["summary"]["unit"].startswith("run") and res["summary"]["cross_op_floor"] >= 1.0
+    assert {r["module_path"] for r in res["rows"] if r["verdict"] == "regression"} >= {"block.0", "block.2"}
 
 
 def test_per_device_counts_equal_the_inspector(fleet, dataset):

@@ -42,8 +42,8 @@ def one(pte: str, etrecord: str, out: str, tokens: list, pos: int) -> None:
               torch.tensor([int(pos)], dtype=torch.long))
     torch.save(inputs, os.path.join(out, "prefill.inputs.pt"))
     with open(pte, "rb") as f:
-        module = portable_lib._load_for_executorch_from_buffer(f.read(), enable_etdump=True,
-                                                               debug_buffer_size=32 << 20)
+        program = f.read()  # the runtime keeps pointing into this buffer: it must outlive the module
+    module = portable_lib._load_for_executorch_from_buffer(program, enable_etdump=True, debug_buffer_size=32 << 20)
     module.run_method("forward", inputs)
     etdp, dbg = os.path.join(out, "prefill.etdp"), os.path.join(out, "prefill.debug.bin")
     module.write_etdump_result_to_file(etdp, dbg)

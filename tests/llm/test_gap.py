@@ -157,3 +157,32 @@ def test_no_inputs_error_names_both_ways():
         reference_inputs(record, None, recover=recover)
     text = str(info.value)
     assert "--inputs" in text and "update_representative_inputs" in text and "'tokens'" in text
+
+
+@pytest.mark.parametrize("case,run", [("fp32_dynamic", 2), ("fp32_static", 3)])
+def test_gap_later_run_replays_the_kv_cache(et_gap, case, run):
+    """``run=N`` compares forward's N-th run: inputs of runs 0..N recovered, the KV cache carried in the reference.
+
+    The decode step reads the cache the earlier runs filled; a reference started from an empty
+    cache would differ at the attention row by the whole attention output, so fp32 rows at 1e-10
+    show the cache was replayed. (ExecuTorch has no equivalent: its Inspector asserts on this dump.)
+    """
+    from etlens import Inspector
+    from etlens.analysis.numerics import analyze
+
+    c = et_gap[case]
+    calls = [call for call in c.calls if call["method"] == "forward"]
+    insp = Inspector(etdump_path=c.etdump, etrecord=c.etrecord, debug_buffer_path=c.debug_buffer)
+    analysis = analyze(insp, run=run)
+    tokens, pos = analysis.inputs
+    assert tokens.tolist() == [calls[run]["tokens"]] and pos.tolist() == [calls[run]["input_pos"]]
+    df = analysis.gap_table("MSE")
+    sdpa = [r for r in df.itertuples() if any("custom_sdpa" in op for op in r.aot_ops)]
+    assert sdpa and len(df) > 10
+    assert max(float(g) for r in df.itertuples() for g in r.gap) < 1e-10
+    assert analysis.runtime.outputs  # the run's own logged values were compared
+    # the same run with only one run's inputs given is refused with the fix named
+    from etlens.errors import MissingDataError
+
+    with pytest.raises(MissingDataError, match="one input tuple per run"):
+        analyze(insp, run=run, inputs=(tokens, pos))

@@ -10,9 +10,11 @@ per call). An ETDump does not say which run was which, but the intermediate outp
 
 A run of several tokens is a **prefill**; a one-token run at position 0 starts a sequence and is a
 prefill too; a one-token run at a later position is a **decode** step. A static-shape export
-(one token per call) feeds its prompt token by token, which the dump cannot tell from generated
-tokens, so those runs count as decode steps except the first of each sequence (see docs/llm.md).
-Without intermediate outputs (no debug buffer) runs stay ``unknown``.
+(one token per call) feeds its prompt token by token: there each run's token is read back from the
+embedding's output (the row of the program's embedding table it equals) and the first run whose
+token is the previous run's argmax (greedy decoding) starts the decode phase; when that is not
+possible (no ``.pte``, a quantized table, sampled tokens) only the first run of each sequence counts
+as prefill (see docs/llm.md). Without intermediate outputs (no debug buffer) runs stay ``unknown``.
 
 Time per operator class (attention, KV update, linear/8da4w, norm, embedding, other) is split by
 phase; ``DELEGATE_CALL`` time goes to the class of the operators it ran (XNNPACK's partitions of
@@ -66,8 +68,10 @@ def op_class(name: str, op_types: list[str], module: str = "") -> str:
         return "norm"
     if not mod and any(k in text for k in ("rsqrt", "_mean", ".mean")):
         return "norm"
-    if "attention" in leaf or "rope" in leaf or "attention" in cls.rsplit(".", 1)[-1]:
-        return "attention"
+    parts = path.split(".")
+    if "attention" in parts or "attention" in leaf or any(k in path for k in ("rope", "rotary")) \
+            or "attention" in cls.rsplit(".", 1)[-1]:
+        return "attention"  # the attention module's own glue: RoPE, reshapes around SDPA
     return "other"
 
 
@@ -238,6 +242,75 @@ def _shape_probes(inspector: Any, bi: int) -> tuple[Optional[int], Optional[int]
     return tok, pos
 
 
+def _embedding_table(inspector: Any, block: Any, event: int) -> Optional[np.ndarray]:
+    """The float embedding table the embedding kernel of ``event`` reads (its first argument, a
+    constant of the ``.pte`` given to the inspector), or None."""
+    pte = getattr(inspector, "pte", None)
+    if pte is None:
+        return None
+    try:
+        program = getattr(pte, "program", None)
+        path = getattr(pte, "path", None) if program is not None else pte
+        if program is None:
+            from ..readers.pte import read
+
+            program = read(pte).program
+        plan = next(p for p in program.execution_plan if p.name == "forward")
+        ins = plan.instructions()[int(block.instruction_ids[event])]
+        w = plan.values[ins.args[0]].val
+        if ins.kind != "KernelCall" or "embedding" not in plan.operators[ins.op_index].name or w.scalar_type != 6 \
+                or not w.data_buffer_idx or not program.constant_segment_offsets or len(w.sizes) != 2 or not path:
+            return None
+        seg = program.segments[program.constant_segment_index]
+        start = program.segment_base_offset + seg.offset + program.constant_segment_offsets[w.data_buffer_idx]
+        count = int(w.sizes[0]) * int(w.sizes[1])
+        with open(path, "rb") as f:  # only the table's bytes: an LLM's program can be gigabytes
+            f.seek(start)
+            data = f.read(4 * count)
+        return np.frombuffer(data, "<f4", count=count).reshape(w.sizes)
+    except (OSError, ValueError, IndexError, StopIteration, TypeError, AttributeError):
+        return None
+    except Exception:  # noqa: BLE001 - an unreadable program only costs the greedy rule
+        return None
+
+
+def _greedy_split(inspector: Any, runs: list[LlmRun], tok_of: dict[int, Optional[int]]) -> bool:
+    """Static shapes: relabel each sequence's runs, prefill until the first run whose token is the
+    previous run's argmax (greedy decoding), decode from there. False when tokens or logits are
+    not readable or no run follows greedily (the position rule stays)."""
+    tokens: list[Optional[int]] = []
+    nexts: list[Optional[int]] = []
+    tables: dict[int, Optional[np.ndarray]] = {}
+    for r in runs:
+        ev = tok_of.get(r.block)
+        if ev is None:
+            return False
+        if r.block not in tables:
+            tables[r.block] = _embedding_table(inspector, inspector.block_columns[r.block], ev)
+        table = tables[r.block]
+        vals = inspector.run_debug_data(r.block, ev, r.column)
+        out = inspector.run_debug_data(r.block, None, r.column)
+        if table is None or not vals or vals[0] is None or not out or out[0] is None:
+            return False
+        row = np.asarray(vals[0], dtype=np.float32).reshape(-1)[-table.shape[1]:]
+        diff = np.abs(table - row).max(axis=1)
+        tokens.append(int(diff.argmin()) if float(diff.min()) <= 1e-6 else None)
+        logits = np.asarray(out[0])
+        nexts.append(int(logits.reshape(-1, logits.shape[-1])[-1].argmax()) if logits.ndim else None)
+    found = False
+    start = 0
+    for k in range(len(runs) + 1):
+        if k == len(runs) or (k > start and runs[k].input_pos == 0):  # a sequence ends
+            seq = range(start, k)
+            first = next((j for j in seq if j > start and tokens[j] is not None and tokens[j] == nexts[j - 1]), None)
+            if first is not None:
+                found = True
+                for j in seq:
+                    runs[j].phase = "prefill" if j < first else "decode"
+            start = k
+    return found
+
+
 def llm_profile(inspector: Any, method: Optional[str] = None,
                 handle_to_nodes: Optional[dict[int, list[str]]] = None) -> Optional[LlmProfile]:
     """The :class:`LlmProfile` of ``method`` (default: the method that did the work), or None when
@@ -257,11 +330,13 @@ def llm_profile(inspector: Any, method: Optional[str] = None,
     cls_ms: dict[str, dict[str, float]] = {}
     node_acc: dict[str, tuple[str, dict[str, float]]] = {}
     have_debug = bool(getattr(inspector, "has_debug_buffer", False))
+    tok_of: dict[int, Optional[int]] = {}
     for bi in main.blocks:
         b = blocks[bi]
         k = b.raw.shape[1]
         exe = next((i for i, n in enumerate(b.names) if n == METHOD_EXECUTE and b.has_perf[i]), None)
         tok_i, pos_i = _shape_probes(inspector, bi) if have_debug else (None, None)
+        tok_of[bi] = tok_i
         for j in range(k):
             n = pos = None
             if tok_i is not None:
@@ -288,9 +363,14 @@ def llm_profile(inspector: Any, method: Optional[str] = None,
     counts = {r.n_tokens for r in runs if r.n_tokens is not None}
     dynamic = (len(counts) > 1) if counts else None
     if dynamic is False and counts == {1}:
-        notes.append("every run took one token (a static-shape export): the prompt was fed token by token, which "
-                     "the dump cannot tell from generated tokens; only the first run of each sequence (position 0) "
-                     "counts as prefill")
+        if _greedy_split(inspector, runs, tok_of):
+            notes.append("every run took one token (a static-shape export): the prompt was fed token by token; a "
+                         "run whose token is the previous run's most likely next token (greedy decoding) starts "
+                         "the decode phase (tokens read back from the embedding's output)")
+        else:
+            notes.append("every run took one token (a static-shape export): the prompt was fed token by token, "
+                         "which the dump cannot tell from generated tokens here; only the first run of each "
+                         "sequence (position 0) counts as prefill")
     if not have_debug:
         notes.append("no intermediate outputs (debug buffer): runs cannot be labelled prefill/decode; pass "
                      "--debug-buffer from a run with debug_buffer_size > 0")

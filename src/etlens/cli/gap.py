@@ -31,6 +31,9 @@ def register(sub) -> None:
                    help="the method's inputs, torch.save-d as a tuple (default: the ETRecord's representative "
                         "inputs, else recovered from the debug buffer)")
     add_inside_arguments(p)
+    p.add_argument("--run", type=int, default=0, metavar="N",
+                   help="which run of forward to compare: 0 = the first (an LLM's prefill, default); N > 0 replays "
+                        "the reference over runs 0..N carrying the KV cache (a decode step)")
     p.add_argument("--metric", default="MSE", choices=_METRICS, type=_metric, help="distance (default MSE)")
     add_gate(p, "gap", "rows whose gap crosses X are marked; a crossing fails the gate (above X for MSE/L1/max_abs, "
              "below X for SNR/cosine)", aliases=["--threshold"], dest="threshold")
@@ -101,7 +104,8 @@ def run(args) -> int:
     from ..analysis.inspector import Inspector
 
     insp = Inspector(etdump_path=args.etdump, etrecord=args.etrecord, debug_buffer_path=args.debug_buffer)
-    analysis = numerics.analyze(insp, args.reference_graph, inputs=args.inputs, delegate_outputs=args.delegate_outputs)
+    analysis = numerics.analyze(insp, args.reference_graph, inputs=args.inputs, run=args.run,
+                                delegate_outputs=args.delegate_outputs)
     multi = bool(getattr(args, "multi_output", False))
     df = analysis.gap_table(args.metric, multi_output=multi)
     comparator = get_comparator(args.metric)
@@ -119,6 +123,7 @@ def run(args) -> int:
             "threshold": args.threshold,
             "reference_graph": analysis.reference_graph,
             "inputs_source": analysis.inputs_source,
+            "run": analysis.run,
             "rows": [{
                 "aot_debug_handle": list(r.aot_debug_handle), "aot_ops": list(r.aot_ops),
                 "runtime_ops": list(r.runtime_ops), "runtime_debug_handle": list(r.runtime_debug_handle),
@@ -146,6 +151,7 @@ def run(args) -> int:
         rows = [[i, _short(r.aot_ops), _short(r.runtime_ops), _short(r.aot_debug_handle, 6), _fmt_gap(r.gap),
                  "!" if i in crossing else ""] for i, r in enumerate(df.itertuples())]
         lines = [f"numeric gap ({args.metric}) against {analysis.reference_graph}: {len(df)} op groups"
+                 + (f", run {analysis.run}" if analysis.run else "")
                  + (f" (inputs {analysis.inputs_source})" if analysis.inputs_source else ""), "",
                  tabulate(rows, headers=["#", "reference ops", "runtime ops", "debug handles", args.metric, ""],
                           tablefmt="simple")]

@@ -21,6 +21,8 @@ def register(sub) -> None:
     p.add_argument("--pte", metavar="F", help="the program that ran (with --etdump)")
     p.add_argument("--trace", metavar="F", help="a pass trace JSON from `etlens trace` (with --etdump)")
     p.add_argument("-o", "--output", default="report.html", help="report path (default report.html)")
+    p.add_argument("--method", help="with --etdump: the method of the headline and the operator table (default: "
+                                    "the one that did the work, e.g. 'forward' next to an LLM's metadata methods)")
     p.add_argument("--title", help="page title (default: 'etlens report: ' + the model's class, demo name or file "
                                    "stem; for artifacts the .pte or .etdp stem; for a dataset its directory name)")
     p.add_argument("--backend", default="xnnpack", choices=["xnnpack", "portable"],
@@ -59,7 +61,8 @@ def run(args) -> int:
         title = args.title or f"etlens report: {_stem(args.pte or args.etdump)}"
         result = report_from_artifacts(args.etdump, args.output, etrecord=args.etrecord,
                                        debug_buffer=args.debug_buffer, pte=args.pte, trace=trace,
-                                       metric=args.metric, gap_threshold=args.fail_on_gap, title=title)
+                                       metric=args.metric, gap_threshold=args.fail_on_gap, title=title,
+                                       method=args.method)
     else:
         for flag in ("etrecord", "debug_buffer", "pte", "trace"):
             if getattr(args, flag):

@@ -72,9 +72,9 @@ def _connection(side: Side):
         return duckdb_connection(side.dataset)
     import pyarrow as pa
 
-    from .ingest import _record, dump_rows
+    from .ingest import dump_rows, record_at
 
-    record = _record(side.etrecord)
+    record = record_at(side.etrecord)
     tables = [dump_rows(p, record) for p in side.etdumps]
     return duckdb_connection(table=pa.concat_tables(tables) if tables else None)
 
@@ -161,14 +161,22 @@ class _Stats:
         if self.replicated:   # how far all ops moved apart beyond their sampling noise (drift between sides)
             s0, d0 = self.prior
             lr, sv = [], []
+            own_min = float(np.log1p(th["min_effect"]))
             for _a, _b, (ya, yb) in big:
                 if ya.size and yb.size:
                     s2, df = pooled_variance(ya, yb)
-                    lr.append(float(yb.mean() - ya.mean()))
-                    sv.append(((df * s2 if df else 0.0) + d0 * s0) / (df + d0) * (1 / ya.size + 1 / yb.size))
+                    s2m = ((df * s2 if df else 0.0) + d0 * s0) / (df + d0)
+                    d = float(yb.mean() - ya.mean())
+                    # a gross change (twice its own floor: a 2x slower layer) is not drift; leave it out
+                    if abs(d) > 2 * max(own_min, th["noise_k"] * np.sqrt(s2m)):
+                        continue
+                    lr.append(d)
+                    sv.append(s2m * (1 / ya.size + 1 / yb.size))
             self.floor = cross_op_floor(lr, th["noise_k"], sv)
         else:                 # one process a side: how far unchanged ops drift between two processes
-            self.floor = cross_op_floor([np.log(np.median(b[0]) / np.median(a[0])) for a, b, _ in big], th["noise_k"])
+            lr = [np.log(np.median(b[0]) / np.median(a[0])) for a, b, _ in big]
+            gross = max(2 * float(np.log1p(th["min_effect"])), float(np.log(2.0)))   # 2x: a change, not drift
+            self.floor = cross_op_floor([x for x in lr if abs(x) <= gross], th["noise_k"])
 
     def row(self, a: tuple | None, b: tuple | None) -> dict[str, Any]:
         """``a``/``b``: ``(samples, units)`` or None for a one-sided row."""

@@ -213,20 +213,9 @@ def _static(blocks: list[_Block], attrs_of: list[list[tuple]] | None) -> _Static
 
 def _attributions(blocks: list[_Block], record: Any, path: str, data: bytes | None) -> list[list[tuple]] | None:
     """Per block, per event: ``(handles, op types, module path, node, backend)`` from the ETRecord (cached)."""
-    from . import ingest
+    from .attrs import attributions, block_key
 
-    keys = [ingest._block_key(blk.columns) for blk in blocks]
-    cache = ingest._ATTRS.setdefault(id(record), {})
-    if any(k not in cache for k in keys):
-        from ..analysis.inspector import Inspector
-
-        # first dump of this program in this process: the Inspector attributes it once (reference path)
-        for b in ingest._blocks(Inspector, path, data, record):
-            cache[ingest._block_key(b)] = [(*ingest._attribution(b, i, True), b.backend_names[i])
-                                           for i in range(len(b.names))]
-        if any(k not in cache for k in keys):
-            return None
-    return [cache[k] for k in keys]
+    return attributions(record, [block_key(blk.columns) for blk in blocks], path, data)
 
 
 #: rows -> (Arrow int32 zeros, the same all null): the indices of constant columns

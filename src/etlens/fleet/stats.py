@@ -23,7 +23,9 @@ The floor also never drops below ``noise_k`` times the *drift* between the sides
 the robust spread of the log ratios of all ops of the comparison beyond what their sampling noise explains.
 When A and B were measured apart in time and the machine's load changed in between, every op moves a
 little, each by its own amount; that spread across the mostly unchanged ops is the size of change the
-comparison cannot vouch for. With interleaved measurements it is about zero.
+comparison cannot vouch for. With interleaved measurements it is about zero. Ops that changed grossly (more
+than twice their own floor) are left out of that spread, so a build that makes half the model 10x slower
+does not raise the floor of the other half; fewer than 5 ops left: no drift term.
 
 **One process a side** (:func:`verdict`): only runs are available, so the process-to-process spread is
 unknown. The runs are tested with Mann-Whitney U as before, and the effect floor comes from the spread

@@ -56,8 +56,11 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
                           debug_buffer: str | None = None, pte: str | None = None, trace: Any = None,
                           title: str = "etlens report", subtitle: str = "", metric: str = "MSE",
                           gap_threshold: float | None = None, extra_files: dict[str, str] | None = None,
-                          on_stage: Any = None, inside: Any = None) -> ReportResult:
+                          on_stage: Any = None, inside: Any = None, method: str | None = None) -> ReportResult:
     """Write the report for device artifacts to ``output``; side files go next to it.
+
+    ``method``: the method whose runs make the headline and the operator table (default: the one
+    that did the work, e.g. ``forward`` next to an LLM's metadata methods).
 
     ``on_stage(name)`` (optional) is told when ``analyze`` (Inspector, numerics, delegation) and
     ``render`` start. ``inside`` (from :func:`report_from_model`) holds the per-op values inside the
@@ -67,7 +70,8 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.splitext(os.path.basename(output))[0]
     inputs = ReportInputs(etdump=etdump, etrecord=etrecord, debug_buffer=debug_buffer, pte=pte, trace=trace,
-                          title=title, subtitle=subtitle, metric=metric, gap_threshold=gap_threshold)
+                          title=title, subtitle=subtitle, metric=metric, gap_threshold=gap_threshold,
+                          method=method)
     if on_stage is not None:
         on_stage("analyze")
     data = collect(inputs)
@@ -112,9 +116,9 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     """
     from .._progress import StageBar
     from ..passes.session import BuildSession
-    from .pipeline import _require_executorch
+    from .pipeline import require_executorch
 
-    _require_executorch("lowering")
+    require_executorch("lowering")
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     stem = os.path.splitext(os.path.basename(output))[0]
     art_dir = os.path.join(out_dir, f"{stem}_artifacts")

@@ -34,6 +34,8 @@ class ReportInputs:
     subtitle: str = ""
     metric: str = "MSE"
     gap_threshold: float | None = None
+    #: the method of the headline and the operator table (None: the one that did the work)
+    method: str | None = None
 
 
 @dataclass
@@ -128,6 +130,11 @@ def _latency(data: ReportData, df, inspector) -> None:
 
     data.methods = method_timings(inspector)
     main = main_method(data.methods)
+    if data.inputs.method is not None:
+        main = next((m for m in data.methods if m.method == data.inputs.method), None)
+        if main is None:
+            raise EtlensError(f"{data.inputs.etdump}: no run of method {data.inputs.method!r}; methods that ran: "
+                              f"{', '.join(m.method for m in data.methods) or 'none'}")
     rows = _execute_rows(df)
     if main is not None and "event_block_name" in df.columns:
         data.method = main.method

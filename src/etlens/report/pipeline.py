@@ -40,7 +40,7 @@ __all__ = ["DeviceArtifacts", "ModelError", "quantize_pt2e", "lower", "run_with_
 DEFAULT_DEBUG_BUFFER = 1 << 20
 
 
-def _require_executorch(what: str) -> None:
+def require_executorch(what: str) -> None:
     try:
         import executorch.exir  # noqa: F401
     except Exception as exc:  # ImportError or a broken install
@@ -54,7 +54,7 @@ def quantize_pt2e(model, inputs, quantizer=None, *, backend: str | Any = "xnnpac
     A thin wrapper over :func:`etlens.passes.quantize.quantize_pt2e` (the step the pass tracer runs
     too) that says what to install when ExecuTorch is missing.
     """
-    _require_executorch("quantization")
+    require_executorch("quantization")
     from ..passes.quantize import quantize_pt2e as _quantize
 
     return _quantize(model, inputs, backend, calibration=calibration, quantizer=quantizer)
@@ -78,7 +78,7 @@ def lower(model, inputs, *, delegate: bool = True, quant: bool = False, backend:
     ``'portable'``: no partitioner) wins over the older ``delegate`` flag when given. Its
     :class:`BackendConfig` supplies the quantizer (``quant=True``) and the partitioners.
     """
-    _require_executorch("lowering")
+    require_executorch("lowering")
     import torch
     from executorch.exir import to_edge_transform_and_lower
 
@@ -119,7 +119,7 @@ def run_with_etdump(pte_bytes: bytes, inputs, runs: int, etdump_path: str, debug
     ``debug_buffer_size=None`` sizes the buffer from the program
     (:func:`etlens.passes.runner.debug_buffer_bytes`). Returns the outputs of the last run.
     """
-    _require_executorch("running a program")
+    require_executorch("running a program")
     from ..passes.runner import run_program
 
     with tempfile.TemporaryDirectory(prefix="etlens-pte-") as tmp:
@@ -145,7 +145,7 @@ def build_and_run(model, inputs, out_dir: str, *, name: str = "model", backend: 
     (not a registered name) is lowered in this process: a child cannot rebuild it. The steps are a
     :class:`~etlens.passes.session.BuildSession`'s (use one directly to also trace the passes).
     """
-    _require_executorch("lowering")
+    require_executorch("lowering")
     from ..passes.session import BuildSession
 
     with BuildSession(model, inputs, name=name, backend=backend, quantize=quantize, verbose=verbose,

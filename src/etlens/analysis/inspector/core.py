@@ -38,7 +38,7 @@ from ...errors import EtlensError, FormatError, MissingDataError
 from ...model.events import BlockColumns, PerfData, TimeScale, calculate_time_scale_factor
 from ...readers.etdump import SCALAR_TYPES, V_TENSOR, V_TENSOR_LIST, DebugBuffer, ETDump, read_etdump
 from ..record import Record, as_record
-from .etrecord import _kernel_matches, _method_score
+from .etrecord import kernel_matches, method_score
 from .events import Event, EventBlock, RuntimeOutput
 from .frame import EXCLUDED_COLUMNS_WHEN_PRINTING, EXCLUDED_EVENTS_WHEN_PRINTING, LazyList, build_frame
 from ...schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, OPERATOR_CALL
@@ -117,9 +117,6 @@ class Inspector:
         self._etrecord = _load_record(etrecord)  # as given (ExecuTorch's attribute name)
         #: the ETRecord behind one interface, whichever kind was given (``None`` without one)
         self.record: Optional[Record] = as_record(self._etrecord) if self._etrecord is not None else None
-        #: :func:`etlens.analysis.numerics.analyze` results, keyed by (reference graph, validation,
-        #: keep_outputs): running the reference is the costly part, a new metric reuses it
-        self.numerics_cache: dict[tuple, Any] = {}
         self._dump: ETDump = read_etdump(etdump_path if etdump_path is not None else etdump_data)
         self._buffer: Optional[DebugBuffer] = None
         if debug_buffer_path is not None or debug_buffer_data is not None:
@@ -212,7 +209,7 @@ class Inspector:
             # multi-method program: the dump does not name the method of a run, so attribute each
             # block to the method whose instruction ids and kernels fit its events best
             for bi, block in enumerate(self._blocks):
-                scores = [(_method_score(block, dhm.get(m) or {}, nodes_for(m)), -k, m) for k, m in enumerate(methods)]
+                scores = [(method_score(block, dhm.get(m) or {}, nodes_for(m)), -k, m) for k, m in enumerate(methods)]
                 best = max(scores)
                 self._block_methods[bi] = best[2] if best[0] > 0 else self._method_name()
         self._label_blocks()
@@ -272,7 +269,7 @@ class Inspector:
                     if delegate_map is not None and str(instr) not in delegate_map:
                         bad_delegate += 1
                     continue
-                ok = _kernel_matches(name, b.op_types[i])
+                ok = kernel_matches(name, b.op_types[i])
                 if ok is not None:
                     checked += 1
                     wrong_kernel += not ok
@@ -514,18 +511,19 @@ class Inspector:
                     out.setdefault(op, []).append(e)
         return out
 
-    def runtime_intermediate_outputs(self) -> List[RuntimeOutput]:
-        """Every operator event that logged intermediate outputs, for numeric comparison.
+    def runtime_intermediate_outputs(self, column: int = 0, method: Optional[str] = None) -> List[RuntimeOutput]:
+        """Operator events (not ``OPERATOR_CALL``) that logged intermediate outputs, decoded lazily.
 
-        Skips ``OPERATOR_CALL`` (its output is the same as the operator's) and framework events.
-        ``outputs`` decode on first access. Debug handles come from the ETRecord (empty without one).
-        """
+        ``column``: which run of each block (0: the first, as ExecuTorch); ``method``: that method's blocks."""
         out = []
-        for b in self._blocks:
-            r0 = b.runs[0]
+        for bi, b in enumerate(self._blocks):
+            if column >= len(b.runs) or (method is not None and self._block_methods[bi] != method):
+                continue
+            r0 = b.runs[column]
+            n_events = len(self._dump.runs[r0].kind)
             for i, name in enumerate(b.names):
                 idxs = b.debug_events[i]
-                if idxs is None or name == OPERATOR_CALL:
+                if idxs is None or name == OPERATOR_CALL or (len(idxs) and int(idxs.max()) >= n_events):
                     continue
                 h = b.debug_handles[i]
                 handles = () if h is None else ((h,) if isinstance(h, int) else tuple(h))
@@ -534,21 +532,15 @@ class Inspector:
                                          self._debug_list(r0, idxs)))
         return out
 
-    def run_debug_data(self, block: int, event: int, column: int) -> list:
-        """The values event ``event`` of block ``block`` logged in the block's ``column``-th run (etlens extra).
+    def run_debug_data(self, block: int, event: Optional[int], column: int) -> list:
+        """What event ``event`` of block ``block`` (None: the method's outputs) logged in the block's
+        ``column``-th run, as numpy arrays or scalars, no torch import (etlens extra; see ``run_values``)."""
+        from .run_values import run_outputs, run_values
 
-        ``Event.debug_data`` holds the first run's values only (as in ExecuTorch); runs of one block
-        log the same events in the same order, so the same positions in another run hold that
-        run's values (an LLM's prefill and decode runs differ here: shapes, positions).
-        """
         b = self._blocks[block]
-        idxs = b.debug_events[event]
-        if idxs is None or column >= len(b.runs):
-            return []
-        run = b.runs[column]
-        if len(idxs) and int(idxs.max()) >= len(self._dump.runs[run].kind):
-            return []
-        return list(self._debug_list(run, idxs))
+        if event is None:
+            return run_outputs(self._dump, self._buffer, b, column)
+        return run_values(self._dump, self._buffer, b, event, column)
 
     @property
     def has_debug_buffer(self) -> bool:

@@ -41,6 +41,7 @@ Deliberate differences from ExecuTorch (each has a test):
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,11 +49,11 @@ from typing import Any
 
 from ...errors import EtlensError, MissingDataError
 from ..comparators import METRIC_NAMES, NumericalComparatorBase, get_comparator
-from ..inspector import Inspector
-from ..protocols import InspectorLike
+from ..protocols import InspectorLike, is_columnar
 from ..record import Record, as_record
 from .capture import Capture, capture_reference, resolve_reference
-from .inputs import recover_inputs, reference_inputs
+from ...passes import oplibs
+from .inputs import inputs_for_run
 from .jsonrun import JsonProgram
 from .delegates import DelegateOutputs
 from .tensorcheck import align_multi, describe, is_tensor, relative_mse, shapes_differ, sizes_differ
@@ -73,6 +74,8 @@ KEEP_CHOICES = ("all", "compared")
 #: (``"graph"``, from the edge program), or ExecuTorch's positional guess (``"executorch"``)
 DELEGATE_OUTPUT_CHOICES = ("graph", "executorch")
 
+#: the method whose runs are compared (the ETRecord's reference programs are ``forward``'s)
+_METHOD = "forward"
 _HINT_ETRECORD = ("export with to_edge_transform_and_lower(..., generate_etrecord=True), then "
                   "etrecord = program.get_etrecord(); etrecord.update_representative_inputs([example_inputs]); "
                   "etrecord.save('model.etrecord')")
@@ -82,9 +85,29 @@ _HINT_DEBUG = ("run the program with ETDump and a debug buffer: "
                "(in C++: ETDumpGen::set_debug_buffer and EventTracerDebugLogLevel::kIntermediateOutputs)")
 
 
+#: analyses already made, per etlens inspector (``id`` -> cache; an entry goes with its inspector):
+#: running the reference is the costly part, a new metric reuses it
+_ANALYSES: dict[int, dict] = {}
+
+
+def _cache_of(inspector: Any) -> dict | None:
+    """The analyses of an etlens ``inspector`` made so far; ``None`` (no caching) for ExecuTorch's."""
+    if not is_columnar(inspector):
+        return None
+    key = id(inspector)
+    cache = _ANALYSES.get(key)
+    if cache is None:
+        try:
+            weakref.finalize(inspector, _ANALYSES.pop, key, None)
+        except TypeError:  # not weakly referenceable: no cache rather than a leak
+            return None
+        cache = _ANALYSES[key] = {}
+    return cache
+
+
 # -- inputs from the inspector -------------------------------------------------------------------
 def _record_of(inspector: InspectorLike) -> Record:
-    if isinstance(inspector, Inspector):
+    if is_columnar(inspector):
         rec = inspector.record
     else:  # ExecuTorch's Inspector keeps the ETRecord it was given (a path or a parsed one)
         rec = inspector._etrecord
@@ -98,15 +121,10 @@ def _record_of(inspector: InspectorLike) -> Record:
                            f"to produce one, {_HINT_ETRECORD}")
 
 
-def _load_op_libraries(program: Any) -> list[str]:
-    """Register the operator libraries the reference program calls (``llama::update_cache`` …) with torch."""
-    from ...passes import oplibs
-
-    return oplibs.load_for(program)
 
 
 def _check_runtime(runtime: RuntimeOutputs, inspector: InspectorLike) -> None:
-    if runtime.n_debug_events and isinstance(inspector, Inspector) and not inspector.has_debug_buffer:
+    if runtime.n_debug_events and is_columnar(inspector) and not inspector.has_debug_buffer:
         # etlens.Inspector without a buffer decodes logged tensors as zeros (as ExecuTorch does):
         # comparing those would report a huge, meaningless gap
         raise MissingDataError(
@@ -166,6 +184,7 @@ class NumericalAnalysis:
         self.last_errors: list[dict] = []  # pairs the last gap_table could not compare
         self.inputs: tuple | None = None  # what the reference ran on
         self.inputs_source: str | None = None  # where those inputs came from (ETRecord, --inputs, debug buffer)
+        self.run = 0  # which run of the method was compared (0: the first, an LLM's prefill)
 
     @property
     def reference_graph(self) -> str:
@@ -437,7 +456,8 @@ def _resolve_validation(disable_debug_handle_valdiation: bool, disable_debug_han
 
 
 def analyze(inspector: InspectorLike, reference_graph: str | None = None, disable_debug_handle_validation: bool = False,
-            keep_outputs: str = "all", delegate_outputs: str = "graph", *, inputs: Any = None) -> NumericalAnalysis:
+            keep_outputs: str = "all", delegate_outputs: str = "graph", *, inputs: Any = None,
+            run: int = 0) -> NumericalAnalysis:
     """Capture the reference, select the runtime outputs and pair them (cached on the inspector).
 
     Args:
@@ -458,22 +478,25 @@ def analyze(inspector: InspectorLike, reference_graph: str | None = None, disabl
             recovered from the debug buffer where the program's first ops determine them
             (:mod:`.inputs`; ExecuTorch's ``export_llama`` records none). The analysis keeps what
             it ran on in ``.inputs`` and where it came from in ``.inputs_source``.
+        run: which run of ``forward`` in the dump is compared: 0 (default) is the first — an LLM's
+            prefill, and the run ExecuTorch compares. ``N > 0`` (a decode step) replays the
+            reference over runs ``0..N`` with each run's inputs (recovered, or ``inputs`` as a list
+            of tuples, one per run), carrying its buffer writes (the KV cache) from run to run.
     """
     if keep_outputs not in KEEP_CHOICES:
         raise EtlensError(f"keep_outputs must be one of {KEEP_CHOICES}, got {keep_outputs!r}")
     if delegate_outputs not in DELEGATE_OUTPUT_CHOICES:
         raise EtlensError(f"delegate_outputs must be one of {DELEGATE_OUTPUT_CHOICES}, got {delegate_outputs!r}")
     cache_key = (reference_graph, bool(disable_debug_handle_validation), keep_outputs, delegate_outputs,
-                 inputs if isinstance(inputs, (str, type(None))) else id(inputs))
-    # an etlens Inspector owns the cache; an ExecuTorch Inspector gets no caching
-    cache = inspector.numerics_cache if isinstance(inspector, Inspector) else None
+                 inputs if isinstance(inputs, (str, type(None))) else id(inputs), int(run))
+    cache = _cache_of(inspector)
     if cache is not None and cache_key in cache:
         return cache[cache_key]
 
     with _gc_paused():
         try:
             analysis = _analyze(inspector, reference_graph, disable_debug_handle_validation, keep_outputs,
-                                delegate_outputs, inputs)
+                                delegate_outputs, inputs, int(run))
         except EtlensError:
             raise
         except Exception as exc:  # a real model must give rows or a reason, never a raw traceback
@@ -487,18 +510,20 @@ def analyze(inspector: InspectorLike, reference_graph: str | None = None, disabl
 
 
 def _analyze(inspector: InspectorLike, reference_graph: str | None, disable_debug_handle_validation: bool,
-             keep_outputs: str, delegate_outputs: str = "graph", given_inputs: Any = None) -> NumericalAnalysis:
+             keep_outputs: str, delegate_outputs: str = "graph", given_inputs: Any = None,
+             run: int = 0) -> NumericalAnalysis:
     record = as_record(_record_of(inspector))
-    runtime = collect_runtime_outputs(runtime_blocks(inspector))
+    runtime = collect_runtime_outputs(runtime_blocks(inspector, run=run, method=_METHOD))
     _check_runtime(runtime, inspector)
     ref = resolve_reference(record, reference_graph, bool(disable_debug_handle_validation))
-    if _load_op_libraries(ref.program) and not isinstance(ref.program, JsonProgram):
-        # deserialized before its custom ops were registered: torch stubbed them; read it again
+    if oplibs.load_for(ref.program) and not isinstance(ref.program, JsonProgram):
+        # deserialized before its custom ops (llama::update_cache …) were registered: read it again
         ref = resolve_reference(record, reference_graph, bool(disable_debug_handle_validation))
-    delegated = {h for key, w in runtime.winners.items() if w["delegated"] for h in key}
-    inputs, source = reference_inputs(
-        record, given_inputs,
-        recover=lambda: recover_inputs(ref.program, ref.handles, runtime.outputs, delegated))
+
+    def runtime_of(k: int) -> RuntimeOutputs:
+        return runtime if k == run else collect_runtime_outputs(runtime_blocks(inspector, run=k, method=_METHOD))
+
+    inputs, source, warmup = inputs_for_run(record, given_inputs, run, ref, runtime_of)
     keep = None
     if keep_outputs == "compared":
         wanted = {h for key in runtime.outputs for h in key}
@@ -506,14 +531,14 @@ def _analyze(inspector: InspectorLike, reference_graph: str | None, disable_debu
         def keep(key: tuple) -> bool:
             return bool(key) and key[0] in wanted
 
-    capture = capture_reference(ref, inputs, keep)
+    capture = capture_reference(ref, inputs, keep, warmup)
     if not capture.op_names:
         raise MissingDataError(f"the reference program {ref.name!r} has no nodes with debug handles; "
                                f"regenerate the ETRecord with generate_etrecord=True")
     outputs = DelegateOutputs.from_record(record) if delegate_outputs == "graph" else None
     paired = pair_outputs(capture.outputs, runtime.outputs, outputs.output_handles if outputs is not None else None)
     analysis = NumericalAnalysis(capture, runtime, paired, inspector)
-    analysis.inputs, analysis.inputs_source = inputs, source
+    analysis.inputs, analysis.inputs_source, analysis.run = inputs, source, run
     return analysis
 
 

@@ -63,11 +63,11 @@ class DelegateOutputs:
     def from_record(cls, record: Any) -> "DelegateOutputs | None":
         """From the edge program of an ETRecord (etlens' or ExecuTorch's); None when it has none."""
         from ..record import as_record
-        from .capture import _edge_stage
+        from .capture import pick_edge_stage
 
         rec = as_record(record)
         try:
-            stage = _edge_stage(rec.stages())
+            stage = pick_edge_stage(rec.stages())
             if stage is None:
                 return None
             if rec.etlens is not None:
@@ -80,14 +80,14 @@ class DelegateOutputs:
     @classmethod
     def from_json(cls, doc: dict) -> "DelegateOutputs":
         """From a torch.export-schema JSON program (the ETRecord's own entry)."""
-        from .jsonrun import _input_names, _output_names, parse_handle
+        from .jsonrun import input_names, output_names, parse_handle
 
         graph = (doc.get("graph_module") or {}).get("graph") or {}
         nodes = []
         for n in graph.get("nodes", []):
             handle = parse_handle((n.get("metadata") or {}).get("debug_handle"))
-            nodes.append((_one_handle(handle), _output_names(n.get("outputs", [])),
-                          _input_names(n.get("inputs", []))))
+            nodes.append((_one_handle(handle), output_names(n.get("outputs", [])),
+                          input_names(n.get("inputs", []))))
         returned = []
         for out in graph.get("outputs", []):
             for kind, v in out.items():

@@ -159,11 +159,11 @@ def _explain_node(ctx: _Context, node: Any) -> Explanation | None:
 
 def _unused_events(analysis: Any, include_framework_events: bool) -> list[Explanation]:
     """Runtime events that were never candidates for a row (framework events, no handle, superseded …)."""
-    from ..inspector import Inspector
+    from ..protocols import is_columnar
 
     rt = analysis.runtime
     unused = rt.unused
-    if include_framework_events or isinstance(analysis.inspector, Inspector):
+    if include_framework_events or is_columnar(analysis.inspector):
         # the fast runtime path saw only events that logged outputs: list the others from the full blocks
         try:
             unused = collect_runtime_outputs(runtime_blocks(analysis.inspector, fast=False)).unused

@@ -35,13 +35,13 @@ from typing import Any
 
 from ...errors import MissingDataError
 
-__all__ = ["reference_inputs", "load_inputs_file", "recover_inputs", "INPUTS_HINT"]
+__all__ = ["reference_inputs", "inputs_for_run", "load_inputs_file", "recover_inputs", "INPUTS_HINT"]
 
 #: how to give inputs, named in every error of this module
 INPUTS_HINT = ("give the method's inputs with --inputs inputs.pt (torch.save((tokens, input_pos), 'inputs.pt'); "
-               "Python: calculate_numeric_gap(..., inputs=...)) or record them in the ETRecord at export "
-               "(to_edge_transform_and_lower(..., generate_etrecord=True), then "
-               "etrecord.update_representative_inputs([example_inputs]) before etrecord.save(path))")
+               "Python: calculate_numeric_gap(..., inputs=...)) or record them in the ETRecord at export: "
+               "to_edge_transform_and_lower(..., generate_etrecord=True), then etrecord = program.get_etrecord(); "
+               "etrecord.update_representative_inputs([example_inputs]); etrecord.save(path)")
 
 #: ops whose output holds exactly the values of their (first) input, in memory order
 _VALUE_KEEPING = ("select_copy", "select", "view_copy", "view", "clone", "_to_copy", "squeeze_copy", "squeeze",
@@ -75,6 +75,9 @@ def as_input_tuple(val: Any, run: int = 0, what: str = "inputs") -> tuple:
             raise MissingDataError(f"{what}: holds inputs for {len(val)} run(s), run {run} was asked for")
         return tuple(val[run])
     if isinstance(val, (list, tuple)):
+        if run:
+            raise MissingDataError(f"{what}: holds one run's inputs; comparing run {run} needs a list with one "
+                                   f"input tuple per run 0..{run} (the earlier runs fill the KV cache)")
         return tuple(val)
     raise MissingDataError(f"{what}: expected a tuple of tensors, found {type(val).__name__}; {INPUTS_HINT}")
 
@@ -101,6 +104,22 @@ def reference_inputs(record: Any, given: Any = None, *, run: int = 0, recover: A
         except MissingDataError as exc:
             why += f", and they cannot be recovered from the debug buffer ({exc})"
     raise MissingDataError(f"{record.path}: {why}, so there is nothing to run the reference on; {INPUTS_HINT}")
+
+
+def inputs_for_run(record: Any, given: Any, run: int, ref: Any, runtime_of: Any) -> tuple[tuple, str, list]:
+    """``(inputs of run, source, inputs of runs 0..run-1)`` for the reference ``ref`` (a ``ReferenceProgram``).
+
+    ``runtime_of(k)``: the :class:`~etlens.analysis.numerics.runtime.RuntimeOutputs` of run ``k``,
+    from which the inputs are recovered when neither ``given`` nor the record has them.
+    """
+    def recover(k: int) -> tuple:
+        rt = runtime_of(k)
+        delegated = {h for key, w in rt.winners.items() if w["delegated"] for h in key}
+        return recover_inputs(ref.program, ref.handles, rt.outputs, delegated)
+
+    inputs, source = reference_inputs(record, given, run=run, recover=lambda: recover(run))
+    warmup = [reference_inputs(record, given, run=k, recover=lambda k=k: recover(k))[0] for k in range(run)]
+    return inputs, source, warmup
 
 
 # -- recovery -------------------------------------------------------------------------------------
@@ -207,8 +226,8 @@ class _JsonView:
             arg = body.get("arg") or {}
             name = (arg.get("as_tensor") or {}).get("name") or arg.get("name")
             if name is None:
-                raise MissingDataError("a program input is not a tensor "
-                                       "(symbolic or constant inputs are not recovered)")
+                raise MissingDataError("a program input is not a tensor (symbolic or constant inputs are not "
+                                       "recovered)")
             meta = self.p.tensor_meta.get(name) or {}
             dt = EXPORT_DTYPES.get(meta.get("dtype"))
             sizes = tuple(s.get("as_int") if "as_int" in s else None for s in meta.get("sizes", [])) \

@@ -152,6 +152,10 @@ class JsonProgram:
         #: ``{value name: serialized tensor meta}`` (dtype, sizes) of the graph's values
         self.tensor_meta: dict = graph.get("tensor_values", {})
         self._specs = (gm.get("signature") or {}).get("input_specs", [])
+        # {value name: buffer name} of the values the program writes back into its buffers (a KV cache)
+        self._mutations = {(b.get("arg") or {}).get("name"): b.get("buffer_name")
+                           for spec in (gm.get("signature") or {}).get("output_specs", [])
+                           for kind, b in spec.items() if kind == "buffer_mutation"}
         # ``state_dict`` may be a thunk returning (state_dict, constants): loaded on the first run only
         self._tensors = state_dict if callable(state_dict) else None
         self.state_dict = {} if callable(state_dict) else (state_dict or {})
@@ -290,13 +294,22 @@ class JsonProgram:
             raise Unsupported(f"operator {target!r} is not registered with torch ({exc})") from exc
 
     def run(self, user_inputs: list, on_node: Callable[[JsonNode, Any, bool], None] | None = None,
-            keep: Callable[[str], bool] | None = None) -> None:
+            keep: Callable[[str], bool] | None = None, carry_state: bool = False) -> None:
         """Execute every node in order on ``user_inputs`` (flat list), calling ``on_node(node, result,
         overwritten)``; ``overwritten``: a later in-place op writes ``result``'s memory (keep a copy).
 
         Values are dropped after their last use unless ``keep(name)`` says otherwise, so memory stays
-        at the live set of the forward pass plus what ``on_node`` keeps.
+        at the live set of the forward pass plus what ``on_node`` keeps. With ``carry_state`` the
+        values the program writes back into its buffers (``buffer_mutation`` outputs: an LLM's KV
+        cache) replace those buffers afterwards, so the next run starts from this run's state, as
+        on the device.
         """
+        if carry_state and self._mutations:
+            kept = keep
+            mutated = set(self._mutations)
+
+            def keep(name: str) -> bool:  # noqa: F811 - the written-back values must survive their last use
+                return name in mutated or (kept is not None and kept(name))
         from ...readers import ensure_quant_ops
 
         if any("quantized_decomposed" in n.target for n in self.nodes):
@@ -305,7 +318,7 @@ class JsonProgram:
         env = self._lifted_inputs(user_inputs)
         last_use: dict[str, int] = {}
         for i, node in enumerate(self.nodes):
-            for name in _input_names(node.inputs):
+            for name in input_names(node.inputs):
                 last_use[name] = i
         ops = {}
         for node in self.nodes:
@@ -327,9 +340,14 @@ class JsonProgram:
                 # a value a later in-place op overwrites (``hidden += residual`` exports as ``add_``)
                 # must be copied by a caller that keeps it, to keep the value this node computed
                 on_node(node, result, node.name in written)
-            for name in _input_names(node.inputs):
+            for name in input_names(node.inputs):
                 if last_use.get(name) == i and (keep is None or not keep(name)):
                     env.pop(name, None)
+        if carry_state and self._mutations:
+            self.state_dict = dict(self.state_dict)  # never write into a dict the record may share
+            for value, buffer in self._mutations.items():
+                if env.get(value) is not None and buffer:
+                    self.state_dict[buffer] = env[value].detach().clone()
 
     @staticmethod
     def _bind(node: JsonNode, result: Any, env: dict) -> None:
@@ -419,14 +437,14 @@ def written_later(steps: list[tuple[str, Any, Callable[[], dict[str, list[str]]]
 def _written_later(nodes: list[JsonNode], ops: dict[str, Any]) -> set[str]:
     steps: list = []
     for n in nodes:
-        steps.append((n.name, ops[n.target], lambda n=n: {a["name"]: _input_names([a]) for a in n.inputs}))
+        steps.append((n.name, ops[n.target], lambda n=n: {a["name"]: input_names([a]) for a in n.inputs}))
         # the other tensors a node returns (``unbind``'s pieces) are elements of its result
         steps.extend((t, operator.getitem, lambda n=n: {"self": [n.name]})
-                     for t in _output_names(n.outputs) if t != n.name)
+                     for t in output_names(n.outputs) if t != n.name)
     return written_later(steps)
 
 
-def _output_names(outputs: list) -> list[str]:
+def output_names(outputs: list) -> list[str]:
     names = []
     for o in outputs:
         (kind, v), = o.items()
@@ -463,7 +481,7 @@ def _sym_name(arg: Any) -> str | None:
     return None
 
 
-def _input_names(inputs: list) -> list[str]:
+def input_names(inputs: list) -> list[str]:
     out = []
     for a in inputs:
         (kind, v), = a["arg"].items()
