@@ -55,7 +55,7 @@ from .capture import Capture, capture_reference, resolve_reference
 from ...passes import oplibs
 from .inputs import inputs_for_run
 from .jsonrun import JsonProgram
-from .delegates import DelegateOutputs
+from .delegates import lazy_output_handles
 from .tensorcheck import align_multi, describe, is_tensor, relative_mse, shapes_differ, sizes_differ
 from .match import HandleNameIndex, PairInfo, PairResult, pair_outputs
 from .reasons import Reason
@@ -535,8 +535,8 @@ def _analyze(inspector: InspectorLike, reference_graph: str | None, disable_debu
     if not capture.op_names:
         raise MissingDataError(f"the reference program {ref.name!r} has no nodes with debug handles; "
                                f"regenerate the ETRecord with generate_etrecord=True")
-    outputs = DelegateOutputs.from_record(record) if delegate_outputs == "graph" else None
-    paired = pair_outputs(capture.outputs, runtime.outputs, outputs.output_handles if outputs is not None else None)
+    paired = pair_outputs(capture.outputs, runtime.outputs,
+                          lazy_output_handles(record) if delegate_outputs == "graph" else None)
     analysis = NumericalAnalysis(capture, runtime, paired, inspector)
     analysis.inputs, analysis.inputs_source, analysis.run = inputs, source, run
     return analysis
