@@ -203,6 +203,9 @@ def test_every_subcommand(llm_corpus, case_name, tmp_path, capsys):
     assert "internal error" not in err and "does not match" not in err
     page = (tmp_path / "r.html").read_text()
     assert "LLM: prefill and decode" in page and "prefill (" in page
+    trace = json.loads((tmp_path / "r.perfetto.json").read_text())
+    tracks = [e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"]
+    assert any("forward · prefill (" in t for t in tracks) and any("forward · decode @" in t for t in tracks)
     code, out, err = _cli(["report", "--etdump", case.etdump, "--pte", case.pte, "--method", "(constant methods)",
                            "-o", str(tmp_path / "c.html")], capsys)
     assert code == 0, err
