@@ -110,6 +110,12 @@ class BuildSession:
         self._worker: Any = None
         self._snapshots: list[tuple[str, Any]] = []  # (stage, graph) recorded as the objects are made
 
+    @property
+    def in_process(self) -> bool:
+        """True when lowering happens in this process: a backend given as an unregistered
+        :class:`~etlens.passes.backends.BackendConfig` object, which no child can rebuild."""
+        return not isinstance(self.backend, str) and self.backend is not None
+
     # -- context -------------------------------------------------------------------------------
     def __enter__(self) -> BuildSession:
         return self
@@ -230,7 +236,8 @@ class BuildSession:
         """
         import torch
 
-        self.config.check_available()
+        if self.in_process:  # else the worker child checks it (importing ExecuTorch here costs seconds)
+            self.config.check_available()
         os.makedirs(out_dir, exist_ok=True)
         base = os.path.join(out_dir, self.name)
         arts = DeviceArtifacts(pte=base + ".pte", etrecord=base + ".etrecord", etdump=base + ".etdp",
@@ -240,7 +247,7 @@ class BuildSession:
         self._stage("lower")
         t0 = time.perf_counter()
         trace_out = trace_path or base + ".trace.json"
-        if not isinstance(self.backend, str) and self.backend is not None:
+        if self.in_process:
             self._lower_here(program, arts, trace_out, quantized)  # a BackendConfig object: no child can rebuild it
         else:
             with tempfile.TemporaryDirectory(prefix="etlens-ep-") as tmp:

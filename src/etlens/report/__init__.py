@@ -141,7 +141,6 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     session = BuildSession(model, example_inputs, name=name, backend=backend, quantize=quantize, trace=trace,
                            verbose=verbose, on_stage=on_stage)
     try:
-        session.config.check_available()
         trace_path = os.path.join(art_dir, f"{name}.trace.json")
         arts = session.build(art_dir, runs=runs, debug_buffer_size=debug_buffer_size, on_run=on_run,
                              trace_path=trace_path)

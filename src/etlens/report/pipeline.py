@@ -41,11 +41,21 @@ DEFAULT_DEBUG_BUFFER = 1 << 20
 
 
 def require_executorch(what: str) -> None:
+    """Raise :class:`BackendUnavailableError` when ExecuTorch is not installed.
+
+    Only looks the package up (no import: ``import executorch.exir`` costs seconds, and the report's
+    process never needs it when the native work runs in the worker child, which checks the backend
+    itself and names what to install).
+    """
+    import importlib.util
+
     try:
-        import executorch.exir  # noqa: F401
-    except Exception as exc:  # ImportError or a broken install
+        found = importlib.util.find_spec("executorch.exir") is not None
+    except Exception as exc:  # noqa: BLE001 - a broken install
         raise BackendUnavailableError(
             f"{what} needs ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)") from exc
+    if not found:
+        raise BackendUnavailableError(f"{what} needs ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)")
 
 
 def quantize_pt2e(model, inputs, quantizer=None, *, backend: str | Any = "xnnpack", calibration=None):
@@ -150,6 +160,5 @@ def build_and_run(model, inputs, out_dir: str, *, name: str = "model", backend: 
 
     with BuildSession(model, inputs, name=name, backend=backend, quantize=quantize, verbose=verbose,
                       on_stage=on_stage) as session:
-        session.config.check_available()
         return session.build(out_dir, runs=runs, debug_buffer_size=debug_buffer_size, save_pt2=save_pt2,
                              on_run=on_run)

@@ -545,7 +545,8 @@ def _analyze(inspector: InspectorLike, reference_graph: str | None, disable_debu
 def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
                           disable_debug_handle_valdiation: bool = False, reference_graph: str | None = None, *,
                           disable_debug_handle_validation: bool | None = None, keep_outputs: str = "all",
-                          multi_output: bool = False, delegate_outputs: str = "graph", inputs: Any = None):
+                          multi_output: bool = False, delegate_outputs: str = "graph", inputs: Any = None,
+                          run: int = 0):
     """Per-op numeric gap between the ETRecord reference and the runtime (ExecuTorch-compatible).
 
     Args:
@@ -559,6 +560,7 @@ def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
         multi_output: also compare ops with several outputs (ExecuTorch skips them).
         inputs: the method's inputs (a tuple, or a ``torch.save`` file) when the ETRecord has no
             representative inputs (see :func:`analyze`).
+        run: which run of ``forward`` to compare (0: the first, an LLM's prefill; see :func:`analyze`).
         delegate_outputs: ``"graph"`` (default) or ``"executorch"``: how the outputs of a delegate
             call with several outputs find their reference op (see :func:`analyze`).
 
@@ -568,7 +570,7 @@ def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
     """
     analysis = analyze(inspector, reference_graph,
                        _resolve_validation(disable_debug_handle_valdiation, disable_debug_handle_validation),
-                       keep_outputs, delegate_outputs, inputs=inputs)
+                       keep_outputs, delegate_outputs, inputs=inputs, run=run)
     with _gc_paused():
         return analysis.gap_table(distance, multi_output=multi_output)
 

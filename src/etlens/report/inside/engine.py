@@ -244,7 +244,8 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
     if bisect and threshold is None:
         raise EtlensError("--bisect needs --fail-on-gap: the bisect looks for the first value crossing it")
     cfg = get_backend("portable" if backend in (None, "", "none") else backend)
-    cfg.check_available()
+    if session is None or session.in_process:  # a session's worker child checks it (no ExecuTorch import here)
+        cfg.check_available()
     primary = get_comparator(metric)
     cmps = [get_comparator(m) for m in METRICS] + [get_comparator(c) for c in (comparators or [])]
     if primary.name not in {c.name for c in cmps}:
