@@ -36,7 +36,7 @@ class _Method(torch.nn.Module):
         return self.inner(tokens, {"input_pos": input_pos})
 
 
-def _build(qmode: str | None, seed: int = 0):
+def _build(qmode: str | None, seed: int = 0, n_layers: int = PARAMS["n_layers"]):
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
     from executorch.examples.models.llama.source_transformation.custom_kv_cache import (
@@ -45,8 +45,8 @@ def _build(qmode: str | None, seed: int = 0):
     from executorch.examples.models.llama.source_transformation.sdpa import replace_sdpa_with_custom_op
 
     torch.manual_seed(seed)
-    args = ModelArgs(**PARAMS, max_seq_len=MAX_SEQ_LEN, max_context_len=MAX_SEQ_LEN, use_kv_cache=True,
-                     use_sdpa_with_kv_cache_op=True, enable_dynamic_shape=True)
+    args = ModelArgs(**{**PARAMS, "n_layers": n_layers}, max_seq_len=MAX_SEQ_LEN, max_context_len=MAX_SEQ_LEN,
+                     use_kv_cache=True, use_sdpa_with_kv_cache_op=True, enable_dynamic_shape=True)
     model = construct_transformer(args)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -74,3 +74,8 @@ def tiny_llama():
 def tiny_llama_8da4w():
     """The same Llama, 8da4w-quantized by ExecuTorch's own ``quantize`` (as ``export_llama -qmode 8da4w -G 32``)."""
     return _build("8da4w")
+
+
+def tiny_llama_8da4w_1layer():
+    """:func:`tiny_llama_8da4w` with one layer (the tests' size: lowering 8da4w dominates their time)."""
+    return _build("8da4w", n_layers=1)

@@ -38,6 +38,14 @@ def test_oplibs_decides_from_every_spelling(llm_corpus, tmp_path):
 
     with pytest.raises(BackendUnavailableError, match="needed by nope::op"):
         oplibs.load(["etlens_no_such_library"], why={"etlens_no_such_library": "nope::op"})
+    # a .pt2 calling an operator no library registers: the child's one-line error names it and the fix
+    import zipfile
+
+    pt2 = tmp_path / "custom.pt2"
+    with zipfile.ZipFile(pt2, "w") as z:
+        z.writestr("custom/models/model.json", '{"target": "torch.ops.etlens_nope.my_op.default"}')
+    with pytest.raises(BackendUnavailableError, match="etlens_nope::my_op.*ETLENS_OP_LIBRARIES"):
+        oplibs.load_for(str(pt2))
 
 
 @requires_executorch
@@ -59,13 +67,16 @@ def test_report_model_with_llama_custom_ops(tmp_path, capsys):
 def test_inside_delegates_on_8da4w_llama():
     """Per-op values inside XNNPACK for the 8da4w Llama: computed by the backend, paired with the torch model."""
     from etlens.report.inside import inside_delegates
-    from tests.llm.models import tiny_llama_8da4w
+    from tests.llm.models import tiny_llama_8da4w_1layer
 
-    model, inputs = tiny_llama_8da4w()
+    model, inputs = tiny_llama_8da4w_1layer()
     res = inside_delegates(model, inputs, backend="xnnpack", quantize=False, metric="SNR", threshold=10)
     doc = json.loads(json.dumps(res.to_dict(), default=str))
     inside = [r for r in doc["rows"] if r["inside_delegate"]]
     assert len(inside) >= 8, doc["method"]
+    # quantization bookkeeping (fused into XNNPACK's GEMM) and KV-cache writes are no rows
+    assert not any(op.startswith(("choose_qparams", "quantize_affine", "dequantize_affine", "update_cache"))
+                   for r in doc["rows"] for op in r["aot_ops"])
     assert any("linear" in " ".join(r["aot_ops"]) for r in inside)
     # the XNNPACK 8da4w kernels agree with torchao's simulation in torch (both int8 x int4): high SNR
     snrs = [float(r["gap"]) for r in inside if r["gap"] is not None and not math.isnan(float(r["gap"]))]

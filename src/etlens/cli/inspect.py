@@ -19,7 +19,7 @@ import sys
 
 from .._progress import console
 from ._common import add_command, write_text
-from .options import EXIT_OK, add_output, flatten, render_rows
+from .options import EXIT_OK, add_output, flatten, render_records, render_rows
 
 __all__ = ["register", "run"]
 
@@ -168,7 +168,12 @@ def run(args) -> int:
         if args.llm:
             from ..views.llm import llm_text
 
-            text = json.dumps(_clean_json(llm.to_json()), indent=1) if args.format == "json" else llm_text(llm)
+            if args.format == "json":
+                text = json.dumps(_clean_json(llm.to_json()), indent=1)
+            elif args.format in ("csv", "tsv"):  # one row per run: phase, tokens, time
+                text = render_records(llm.to_json()["runs"], args.format)
+            else:
+                text = llm_text(llm)
             nrows = len(llm.runs)
         elif args.by_node:
             if not args.etrecord:

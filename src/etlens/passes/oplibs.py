@@ -47,7 +47,7 @@ from typing import Any
 
 from ..errors import BackendUnavailableError
 
-__all__ = ["LIBRARIES", "libraries_for", "namespaces_of", "load", "load_for", "op_names"]
+__all__ = ["ENV", "LIBRARIES", "libraries_for", "namespaces_of", "load", "load_for", "op_names"]
 
 #: operator namespace -> the Python module whose import registers its operators
 LIBRARIES: dict[str, str] = {
@@ -56,6 +56,8 @@ LIBRARIES: dict[str, str] = {
     "torchao": "torchao",
 }
 
+#: environment variable naming extra operator-library modules to import (comma-separated)
+ENV = "ETLENS_OP_LIBRARIES"
 _PREFIXES = ("executorch.exir.dialects.edge.ops.", "torch.ops.")
 _loaded: set[str] = set()
 
@@ -178,11 +180,36 @@ def load(modules: Iterable[str], *, why: dict[str, str] | None = None) -> list[s
 
 
 def load_for(obj: Any) -> list[str]:
-    """Load every library the operators of ``obj`` need (see :func:`op_names`); return the modules loaded now."""
+    """Load every library the operators of ``obj`` need (see :func:`op_names`); return the modules loaded now.
+
+    Also imports the modules named in ``$ETLENS_OP_LIBRARIES`` (comma-separated): the way to register
+    a custom operator library etlens does not know in the child processes too. For a ``.pt2``
+    (before it is deserialized), an operator no library registered is an error naming it, instead
+    of torch's "check the warnings above".
+    """
     names = op_names(obj)
     why: dict[str, str] = {}
     for n in names:
         ns = _namespace(n)
         if ns in LIBRARIES:
             why.setdefault(LIBRARIES[ns], n)
-    return load(sorted(why), why=why)
+    extra = [m.strip() for m in os.environ.get(ENV, "").split(",") if m.strip()]
+    done = load(sorted(why) + extra, why=why)
+    if isinstance(obj, (str, os.PathLike)) and str(obj).endswith(".pt2"):
+        _check_registered(str(obj), names)
+    return done
+
+
+def _check_registered(path: str, names: list[str]) -> None:
+    import torch
+
+    for name in names:
+        ns, _, op = name.partition("::")
+        if ns in ("aten", "prim", "higher_order") or not op:
+            continue
+        try:
+            getattr(getattr(torch.ops, ns), op)
+        except (AttributeError, RuntimeError):
+            raise BackendUnavailableError(
+                f"{path}: the program calls {name}, which no loaded operator library registers; import the "
+                f"module that registers it in every etlens process: {ENV}=your.module (comma-separated)") from None

@@ -117,6 +117,11 @@ def _keyword_args(target: str) -> frozenset[str] | None:
     parts = readable.split(".")
     if len(parts) != 3:
         return None
+    from ..schema.op_kwargs import KEYWORD_ARGS
+
+    known = KEYWORD_ARGS.get(readable)
+    if known is not None:  # recorded from torch's schemas: no torch import (seconds) just to print arguments
+        return frozenset(known.split(",")) if known else frozenset()
     try:
         import keyword
 

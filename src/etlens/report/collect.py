@@ -219,11 +219,19 @@ def _numerics(data: ReportData, inspector, metric: str, threshold: float | None)
     if analysis.inputs_source and "ETRecord" not in analysis.inputs_source:
         data.notes.append(f"numerics: the reference ran on inputs {analysis.inputs_source}")
     gap_df = analysis.gap_table(metric)
+    multi = False
+    if not len(gap_df):  # e.g. a bare torch.nn.LSTM/GRU: one op returning (output, state), skipped by default
+        multi_df = analysis.gap_table(metric, multi_output=True)
+        if len(multi_df):
+            gap_df, multi = multi_df, True
+            data.notes.append("numerics: every compared op returns several tensors (a torch.nn.LSTM/GRU layer "
+                              "exports as one such op); the gap table compares each of its tensors "
+                              "(multi_output=True; ExecuTorch's table skips such ops)")
     data.gap_df, data.gap_metric = gap_df, metric
-    data.unpaired_df = analysis.explain_unpaired()
+    data.unpaired_df = analysis.explain_unpaired(multi_output=multi)
     similarity = bool(getattr(get_comparator(metric), "higher_is_better", False))
     data.gap_higher_is_better = similarity
-    suspects = analysis.mispaired()
+    suspects = analysis.mispaired(multi_output=multi)
     if suspects:
         listed = "; ".join(f"{s['op']} (relative MSE {s['relative_mse']:.3g}; the runtime tensor equals "
                            f"{s['equals']}'s output, {s['equals_relative_mse']:.1e})"
@@ -249,7 +257,7 @@ def _numerics(data: ReportData, inspector, metric: str, threshold: float | None)
         threshold = max(best[0] * 0.01, _NOISE_FLOOR) if best[0] > _NOISE_FLOOR else None
     data.gap_threshold = threshold
     if threshold is not None:
-        data.divergence = analysis.first_divergence(threshold, metric, skip_rows=suspects)
+        data.divergence = analysis.first_divergence(threshold, metric, multi_output=multi, skip_rows=suspects)
     return analysis
 
 

@@ -56,7 +56,7 @@ def _cards(data: ReportData) -> list[Card]:
     others = [m for m in data.methods if m.method != data.method]
     more = (f"\n(also {sum(m.runs for m in others)} run(s) of {', '.join(m.method for m in others)}, not averaged "
             "in)") if others else ""
-    cards = [Card("Latency" + (f" of {data.method}" if where else ""), _ms(data.total_latency_ms),
+    cards = [Card(f"Latency of {data.method}" if where else "Total latency", _ms(data.total_latency_ms),
                   (f"{where}mean Method::execute over {data.runs} run(s)" if data.runs else "sum of operator averages")
                   + more)]
     d = data.delegation

@@ -138,3 +138,31 @@ def test_lstm_example_gap_cli_has_no_divergence(lstm_example, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "first divergence" not in out
+
+
+# -- torch.nn.GRU: the whole layer is one ATen op returning (output, h_n) --------------------------------
+@pytest.fixture(scope="module")
+def gru(tmp_path_factory):
+    from tests.analysis.numerics._et import lowered_artifacts
+    from tests.corpus.models import build
+
+    model, inputs = build("gru")
+    return lowered_artifacts(tmp_path_factory.mktemp("gru"), model, inputs, "xnnpack")
+
+
+@requires_executorch
+def test_gru_layer_is_one_multi_output_row(gru):
+    """ExecuTorch raises on this program (IndexError); etlens skips the op by default, as ExecuTorch's table
+    does, compares both tensors with ``multi_output=True``, and the report falls back to that table."""
+    from etlens.report.collect import ReportInputs, collect
+
+    insp = _inspector(gru)
+    assert len(insp.calculate_numeric_gap("MSE")) == 0
+    table = insp.calculate_numeric_gap("MSE", multi_output=True)
+    assert len(table) == 1 and list(table.aot_ops.iloc[0]) == ["gru"]
+    ref, rt = table.aot_intermediate_output.iloc[0], table.runtime_intermediate_output.iloc[0]
+    assert [tuple(t.shape) for t in ref] == [tuple(t.shape) for t in rt] == [(2, 4, 8), (2, 2, 8)]
+    assert len(table.gap.iloc[0]) == 2 and max(table.gap.iloc[0]) < 1e-9
+    data = collect(ReportInputs(etdump=gru.etdump, etrecord=gru.etrecord, debug_buffer=gru.debug_buffer))
+    assert len(data.gap_df) == 1 and data.worst_gap[0] < 1e-9 and data.divergence is None
+    assert any("several tensors" in n for n in data.notes), data.notes

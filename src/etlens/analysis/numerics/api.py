@@ -55,7 +55,7 @@ from .capture import Capture, capture_reference, resolve_reference
 from ...passes import oplibs
 from .inputs import inputs_for_run
 from .jsonrun import JsonProgram
-from .delegates import DelegateOutputs
+from .delegates import lazy_output_handles
 from .tensorcheck import align_multi, describe, is_tensor, relative_mse, shapes_differ, sizes_differ
 from .match import HandleNameIndex, PairInfo, PairResult, pair_outputs
 from .reasons import Reason
@@ -535,8 +535,8 @@ def _analyze(inspector: InspectorLike, reference_graph: str | None, disable_debu
     if not capture.op_names:
         raise MissingDataError(f"the reference program {ref.name!r} has no nodes with debug handles; "
                                f"regenerate the ETRecord with generate_etrecord=True")
-    outputs = DelegateOutputs.from_record(record) if delegate_outputs == "graph" else None
-    paired = pair_outputs(capture.outputs, runtime.outputs, outputs.output_handles if outputs is not None else None)
+    paired = pair_outputs(capture.outputs, runtime.outputs,
+                          lazy_output_handles(record) if delegate_outputs == "graph" else None)
     analysis = NumericalAnalysis(capture, runtime, paired, inspector)
     analysis.inputs, analysis.inputs_source, analysis.run = inputs, source, run
     return analysis
@@ -545,7 +545,8 @@ def _analyze(inspector: InspectorLike, reference_graph: str | None, disable_debu
 def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
                           disable_debug_handle_valdiation: bool = False, reference_graph: str | None = None, *,
                           disable_debug_handle_validation: bool | None = None, keep_outputs: str = "all",
-                          multi_output: bool = False, delegate_outputs: str = "graph", inputs: Any = None):
+                          multi_output: bool = False, delegate_outputs: str = "graph", inputs: Any = None,
+                          run: int = 0):
     """Per-op numeric gap between the ETRecord reference and the runtime (ExecuTorch-compatible).
 
     Args:
@@ -559,6 +560,7 @@ def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
         multi_output: also compare ops with several outputs (ExecuTorch skips them).
         inputs: the method's inputs (a tuple, or a ``torch.save`` file) when the ETRecord has no
             representative inputs (see :func:`analyze`).
+        run: which run of ``forward`` to compare (0: the first, an LLM's prefill; see :func:`analyze`).
         delegate_outputs: ``"graph"`` (default) or ``"executorch"``: how the outputs of a delegate
             call with several outputs find their reference op (see :func:`analyze`).
 
@@ -568,7 +570,7 @@ def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
     """
     analysis = analyze(inspector, reference_graph,
                        _resolve_validation(disable_debug_handle_valdiation, disable_debug_handle_validation),
-                       keep_outputs, delegate_outputs, inputs=inputs)
+                       keep_outputs, delegate_outputs, inputs=inputs, run=run)
     with _gc_paused():
         return analysis.gap_table(distance, multi_output=multi_output)
 

@@ -25,9 +25,9 @@ the caller then keeps ExecuTorch's rule and its shape checks.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-__all__ = ["DelegateOutputs"]
+__all__ = ["DelegateOutputs", "lazy_output_handles"]
 
 log = logging.getLogger(__name__)
 
@@ -151,3 +151,20 @@ def _one_handle(handle: Any) -> int | None:
     if isinstance(handle, str) and handle.strip().isdigit():
         return int(handle)
     return None
+
+
+def lazy_output_handles(record: Any) -> Callable[[Iterable[int]], list[int] | None]:
+    """``DelegateOutputs.from_record(record).output_handles``, built on the first call only.
+
+    Pairing asks only for events with several outputs; a program without one never parses its edge
+    program again (a 1000-layer program's JSON costs a noticeable part of the first gap table).
+    """
+    state: dict[str, Any] = {}
+
+    def output_handles(handles: Iterable[int]) -> list[int] | None:
+        if "outs" not in state:
+            state["outs"] = DelegateOutputs.from_record(record)
+        outs = state["outs"]
+        return outs.output_handles(handles) if outs is not None else None
+
+    return output_handles
