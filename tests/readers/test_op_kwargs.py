@@ -1,4 +1,4 @@
-"""``schema/op_kwargs.py`` (scripts/gen_op_kwargs.py) agrees with torch's operator schemas.
+"""``schema/op_kwargs.json`` (scripts/gen_op_kwargs.py) agrees with torch's operator schemas.
 
 The ETRecord graph reader prints arguments by keyword as torch does, from this table instead of
 importing torch; a table out of step with the installed torch would print them differently.
