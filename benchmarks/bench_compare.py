@@ -139,7 +139,8 @@ def main() -> None:
           f"({sum(false_pos)} flagged rows in all)")
     print(f"same-build comparisons measured apart in time with a false regression: {sum(1 for x in apart if x)} "
           f"of {n}")
-    print(f"planted 1.3x (real work, measured x{min(ratios_real):.3f}-{max(ratios_real):.3f}) found: {found_real} of {n}"
+    print(f"planted 1.3x (real work, measured x{min(ratios_real):.3f}-{max(ratios_real):.3f}) found: "
+          f"{found_real} of {n}"
           f"; other rows flagged in those comparisons: {false_planted}")
     print(f"planted 1.3x (scaled durations, measured x{min(ratios_scaled):.3f}-{max(ratios_scaled):.3f}) found: "
           f"{found_scaled} of {n}")

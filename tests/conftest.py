@@ -18,6 +18,9 @@ from types import SimpleNamespace
 
 import pytest
 
+#: under scripts/test.sh (ETLENS_NO_SKIP=1) a skip is a failure: tests/_no_skip.py
+pytest_plugins = ["tests._no_skip"]
+
 ROOT = Path(__file__).resolve().parent.parent
 GENERATOR = ROOT / "tests" / "fixtures" / "generate.py"
 DATA = ROOT / "tests" / "data"
@@ -98,3 +101,4 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
+

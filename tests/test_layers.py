@@ -13,7 +13,17 @@ lazy imports that keep ``import etlens`` light), relative and absolute. Two rule
   (``etlens.readers._fx``) or a ``_x`` name from it (``from etlens.passes.backends import _REGISTRY``).
   Root-level modules listed in :data:`LAYERS` (``etlens._progress`` …) are layer members, not private.
 
-A failure prints one line per violation: ``module -> imported (rule)``.
+Two more, inside packages too:
+
+* **sibling private**: a module may not import a private ``_x`` *name* of another module, even in its
+  own package (``from .core import _STRUCTURAL``): a shared name is public, or lives in one home both
+  import. A private ``_x`` *module* of its own package (``from . import _snapshot``) is that package's
+  helper and allowed;
+* **cycles**: the import graph between modules (every import, lazy ones included; ``from pkg import
+  mod`` is an edge to ``pkg.mod``) has no cycle. A package ``__init__`` re-exporting its modules is an
+  edge like any other, so a module must not import its own package's ``__init__`` back.
+
+A failure prints one line per violation: ``module -> imported (rule)``; a cycle prints its modules.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "etlens"
 
 #: Lowest first. Top-level names under ``etlens`` on each level.
 LAYERS: list[frozenset[str]] = [
-    frozenset({"errors", "schema", "_progress"}),  # facts and plumbing, no etlens imports up
+    frozenset({"errors", "schema", "_progress", "_html"}),  # facts and plumbing (_html: the pages' CSP)
     frozenset({"model"}),  # the format-free graph/trace/events model (+ model.files: bounded, safe reads)
     frozenset({"readers"}),  # files -> model
     frozenset({"analysis", "passes", "fleet"}),  # model -> results (inspector, numerics, delegation); pass tracer
@@ -53,12 +63,28 @@ def _top(dotted: str) -> str | None:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def _imports(path: Path):
-    """``(imported module, imported names)`` for every import statement in ``path``, resolved to absolute."""
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:`` (never run: not an edge of the import graph)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                out.update(id(n) for n in ast.walk(child) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return out
+
+
+def _imports(path: Path, runtime_only: bool = False):
+    """``(imported module, imported names)`` for every import statement in ``path``, resolved to absolute.
+
+    ``runtime_only``: leave out imports under ``if TYPE_CHECKING:``.
+    """
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     me = _module_name(path)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    skip = _type_checking_only(tree) if runtime_only else set()
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, []
@@ -100,6 +126,127 @@ def violations() -> list[str]:
                 if _private(name):
                     out.append(f"{me} -> {module}.{name} (private name of another package)")
     return out
+
+
+def _is_module(dotted: str) -> bool:
+    rel = Path(*dotted.split(".")[1:]) if "." in dotted else Path()
+    return (SRC / rel).with_suffix(".py").exists() or (SRC / rel / "__init__.py").exists()
+
+
+def _targets(module: str, names: list[str]) -> list[str]:
+    """The etlens modules an import statement loads: ``module`` or, for ``from pkg import mod``, ``pkg.mod``."""
+    out = []
+    for name in names or [None]:
+        sub = f"{module}.{name}" if name else None
+        out.append(sub if sub and _is_module(sub) else module)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """``{module: modules it imports}`` over ``src/etlens`` (every import that runs, lazy ones included)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        me = _module_name(path)
+        edges = graph.setdefault(me, set())
+        for module, names in _imports(path, runtime_only=True):
+            if _top(module) is None:
+                continue
+            edges.update(t for t in _targets(module, names) if t != me and _is_module(t))
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, it = work[-1]
+            advanced = False
+            for nxt in it:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                    advanced = True
+                    break
+                if nxt in on:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == node:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def sibling_private() -> list[str]:
+    """``from .x import _name`` between modules (a private module of the importer's own package is allowed)."""
+    out = []
+    for path in sorted(SRC.rglob("*.py")):
+        me = _module_name(path)
+        package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        for module, names in _imports(path):
+            if _top(module) is None or module == me:
+                continue
+            for name in names:
+                if not _private(name):
+                    continue
+                sub = f"{module}.{name}"
+                if _is_module(sub) and module == package:
+                    continue  # the package's own private helper module
+                if _is_module(sub):
+                    out.append(f"{me} -> {sub} (private module of another package)")
+                else:
+                    out.append(f"{me} -> {module}.{name} (private name of another module)")
+    return out
+
+
+def test_no_import_cycles():
+    found = cycles(import_graph())
+    assert not found, f"{len(found)} import cycle(s):\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_no_private_names_of_sibling_modules():
+    found = sibling_private()
+    assert not found, f"{len(found)} import(s) of another module's private names:\n" + "\n".join(found)
+
+
+def test_the_checker_sees_cycles_and_sibling_private_names(tmp_path, monkeypatch):
+    pkg = tmp_path / "etlens"
+    (pkg / "analysis").mkdir(parents=True)
+    for d in (pkg, pkg / "analysis"):
+        (d / "__init__.py").write_text("")
+    (pkg / "analysis" / "a.py").write_text("def f():\n    from .b import g\n    return g\n")
+    (pkg / "analysis" / "b.py").write_text("from .a import f\nfrom .c import _X\nfrom . import _h\n")
+    (pkg / "analysis" / "c.py").write_text("_X = 1\n")
+    (pkg / "analysis" / "_h.py").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "SRC", pkg)
+    assert cycles(import_graph()) == [["etlens.analysis.a", "etlens.analysis.b"]]
+    assert sibling_private() == ["etlens.analysis.b -> etlens.analysis.c._X (private name of another module)"]
 
 
 def test_layer_list_covers_the_package():

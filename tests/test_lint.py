@@ -2,7 +2,8 @@
 
 * ``ruff check src tests benchmarks scripts`` with the rules in pyproject.toml (``[tool.ruff]``:
   pycodestyle E/W, pyflakes F, bugbear B; lines up to 120 characters);
-* ``mypy`` strict on ``src/etlens/model`` (``[[tool.mypy.overrides]]`` in pyproject.toml).
+* ``mypy`` strict on ``src/etlens/model`` (in the strict ``[[tool.mypy.overrides]]`` of pyproject.toml; the
+  readers and schema facts: tests/test_typecheck_readers.py).
 
 A finding fails the test with the tool's own output. Each check is skipped when its tool is not
 installed (both are in the ``dev`` extra that ``scripts/setup.sh`` installs).

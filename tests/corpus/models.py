@@ -226,6 +226,64 @@ def whisper_encoder():
     return _wrap(WhisperEncoder(cfg), "last_hidden_state"), (mel,)
 
 
+# --- recurrent and control-flow-heavy models (plain torch and ExecuTorch's own example) ----------------
+# Tiny sizes (hidden 8-20, 4-5 steps): each is a few hundred nodes once export unrolls the time loop.
+
+def _seq(*shape: int) -> Any:
+    torch = _torch()
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+
+
+def lstm():
+    """torch.nn.LSTM, 2 layers, sequence-first, with its state given: nested inputs ``(x, (h0, c0))``,
+    nested outputs ``(y, (h, c))``; export unrolls the time loop into one cell per step."""
+    torch = _torch()
+    model = torch.nn.LSTM(input_size=6, hidden_size=8, num_layers=2)
+    return model.eval(), (_seq(4, 2, 6), (_seq(2, 2, 8) * 0.5, _seq(2, 2, 8) * 0.5))
+
+
+def gru():
+    """torch.nn.GRU, 2 layers, batch-first, initial state given: inputs ``(x, h0)``."""
+    torch = _torch()
+    model = torch.nn.GRU(input_size=6, hidden_size=8, num_layers=2, batch_first=True)
+    return model.eval(), (_seq(2, 4, 6), _seq(2, 2, 8) * 0.5)
+
+
+def lstm_example():
+    """ExecuTorch's own LSTM example (``executorch.examples.models.lstm``: ``torch.nn.quantizable`` LSTM,
+    2 layers, hidden 20, 5 steps), with its nested example inputs ``(x, (h0, c0))``."""
+    _torch()
+    from executorch.examples.models.lstm import LSTMModel
+
+    example = LSTMModel()
+    return example.get_eager_model().eval(), example.get_example_inputs()
+
+
+def rnn_loop():
+    """A hand-written Elman RNN cell stepped over time in a Python loop (export unrolls it), with the
+    state carried as a dict ``{"h": h0}`` next to the sequence: ``(x, {"h": h0})``; returns every step's
+    state stacked and the last one."""
+    torch = _torch()
+    nn = torch.nn
+
+    class Loop(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp = nn.Linear(6, 8)
+            self.rec = nn.Linear(8, 8, bias=False)
+            self.head = nn.Linear(8, 4)
+
+        def forward(self, x: Any, state: dict) -> Any:
+            h = state["h"]
+            outs = []
+            for t in range(x.shape[1]):
+                h = torch.tanh(self.inp(x[:, t]) + self.rec(h))
+                outs.append(self.head(h))
+            return torch.stack(outs, dim=1), h
+
+    return Loop().eval(), (_seq(2, 4, 6), {"h": _seq(2, 8) * 0.5})
+
+
 @dataclass(frozen=True)
 class Entry:
     """One architecture of the corpus and what it stands for."""
@@ -252,6 +310,10 @@ CORPUS: dict[str, Entry] = {e.name: e for e in [
     Entry("wav2vec2", wav2vec2, "audio, conv feature extractor + transformer"),
     Entry("whisper_encoder", whisper_encoder, "audio encoder (conv + transformer)"),
     Entry("ds_cnn", ds_cnn, "microcontroller CNN (keyword spotting, depthwise-separable)"),
+    Entry("lstm", lstm, "recurrent (torch.nn.LSTM, 2 layers, nested inputs)"),
+    Entry("gru", gru, "recurrent (torch.nn.GRU, 2 layers, batch-first)"),
+    Entry("lstm_example", lstm_example, "recurrent (ExecuTorch's LSTM example, nested inputs)"),
+    Entry("rnn_loop", rnn_loop, "recurrent (Python loop unrolled by export, dict state)"),
 ]}
 
 

@@ -16,7 +16,7 @@ from collections import defaultdict
 import pytest
 
 from etlens.fleet.fastpath import clear_caches, fast_rows
-from etlens.fleet.ingest import _record, dump_rows, reference_rows
+from etlens.fleet.ingest import dump_rows, record_at, reference_rows
 from tests.conftest import HAS_EXECUTORCH
 from tests.readers.etdump_synth import many_runs
 
@@ -29,7 +29,7 @@ def _values(table) -> dict:
 
 
 def _assert_same(path, record_path=None, data=None):
-    record = _record(record_path) if record_path else None
+    record = record_at(record_path) if record_path else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = reference_rows(path, record, META, ["lab"], data=data)

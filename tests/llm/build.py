@@ -30,7 +30,7 @@ import sys
 import time
 
 #: case -> params.json, extra export flags, prompt length, decode steps. Keep each case small:
-#: the whole corpus builds in ~2-3 minutes on 2 cores (export ~30 s per case, running < 2 s).
+#: the whole corpus builds in ~2-3 minutes on 2 idle cores (export 30-90 s per case, running ~10 s).
 CASES: dict[str, dict] = {
     "fp32_dynamic": {
         "params": {"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 256,
@@ -45,7 +45,8 @@ CASES: dict[str, dict] = {
         "max_seq_len": 24, "prompt": 4, "decode": 3,
     },
     "q8da4w_dynamic": {
-        "params": {"dim": 64, "n_layers": 3, "n_heads": 4, "n_kv_heads": 1, "vocab_size": 256,
+        # one layer: XNNPACK's dynamically quantized partitioner takes minutes per layer on 2 busy cores
+        "params": {"dim": 64, "n_layers": 1, "n_heads": 4, "n_kv_heads": 1, "vocab_size": 256,
                    "multiple_of": 32, "norm_eps": 1e-5, "rope_theta": 10000.0},
         "flags": ["-qmode", "8da4w", "-G", "32"],
         "max_seq_len": 32, "prompt": 6, "decode": 4,

@@ -33,7 +33,7 @@ def test_debug_and_verbose_parse_after_the_subcommand():
 
 
 def test_the_cause_is_the_childs_last_native_line():
-    from etlens.passes.runner import _last_native_line
+    from etlens.passes.worker import last_native_line as _last_native_line
 
     log = ("Failed to load /x/torchao/_C.so: nope\n[cpuinfo_utils.cpp:125] CPU info mismatch\n"
            "[buffer_data_sink.cpp:47] Ran out of space to store intermediate outputs.\n"

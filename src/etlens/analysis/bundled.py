@@ -1,8 +1,9 @@
 """Run a bundled program's test cases in the ExecuTorch runtime and compare with the expected outputs.
 
 :func:`verify_bundled` writes the embedded program and the inputs to a temporary directory and
-runs :mod:`._bundled_child` in a *child process* (the ExecuTorch runtime may abort natively on a
-bad program; etlens must survive it and say which case it was running). Each output is compared
+runs them as the ``bundled-run`` job of an :class:`etlens.passes.worker.Worker`, a *child
+process* (the ExecuTorch runtime may abort natively on a bad program; etlens must survive it and
+say which case it was running). Each output is compared
 with the expected one as ``numpy.allclose(actual, expected, rtol, atol)``; a case passes when
 every output matches in shape and values. Cases the runtime could not run fail with the reason.
 
@@ -17,8 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from typing import Any
 
@@ -79,15 +78,14 @@ def verify_bundled(path: str | BpteArtifact, atol: float = 1e-3, rtol: float = 1
         np.savez(os.path.join(work, "cases.npz"), **arrays)
         with open(os.path.join(work, "cases.json"), "w") as f:
             json.dump(cases, f)
+        from ..passes.worker import Worker
+
+        crash = None
         try:
-            proc = subprocess.run([sys.executable, "-m", "etlens.analysis._bundled_child", work],
-                                  capture_output=True, text=True, timeout=timeout)
-            crash = None if proc.returncode == 0 else (
-                f"the runtime process exited with {proc.returncode}"
-                + (f" (signal {-proc.returncode})" if proc.returncode < 0 else "")
-                + f": {(proc.stderr or '').strip().splitlines()[-1] if proc.stderr.strip() else 'no message'}")
-        except subprocess.TimeoutExpired:
-            crash = f"the runtime process did not finish within {timeout:.0f} s"
+            with Worker() as worker:
+                worker.bundled_run(work, timeout=timeout)
+        except EtlensError as exc:  # a native abort or a timeout: the cases written before it count
+            crash = str(exc)
         done: dict[tuple[int, int], dict[str, Any]] = {}
         rpath = os.path.join(work, "results.jsonl")
         if os.path.exists(rpath):

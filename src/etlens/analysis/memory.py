@@ -130,9 +130,24 @@ class MethodMemory:
     tensors: list[PlannedTensor]
     overlaps: list[Overlap]
     non_const_buffer_sizes: tuple[int, ...] = ()
+    #: the program's ``get_max_seq_len`` (an LLM's context length), when it has that method
+    max_seq_len: int | None = None
+
+    @property
+    def state(self) -> list[PlannedTensor]:
+        """Tensors that hold state between runs (mutable buffers: an LLM's KV cache), live all method long."""
+        return [t for t in self.tensors if t.role == "state"]
+
+    def kv_cache(self) -> dict[str, Any]:
+        """``{tensors, bytes, max_seq_len, bytes_per_token, names}`` of :attr:`state`."""
+        from .kv_cache import kv_summary
+
+        return kv_summary(self.state, self.max_seq_len)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "non_const_buffer_sizes": list(self.non_const_buffer_sizes),
+        kv = self.kv_cache()
+        kv["bytes_per_token"] = None if kv["bytes_per_token"] != kv["bytes_per_token"] else kv["bytes_per_token"]
+        return {"name": self.name, "non_const_buffer_sizes": list(self.non_const_buffer_sizes), "state": kv,
                 "instruction_count": len(self.instructions), "instructions": self.instructions,
                 "arenas": [a.to_json() for a in self.arenas], "tensors": [t.to_json() for t in self.tensors],
                 "overlaps": [o.to_json() for o in self.overlaps]}
@@ -274,6 +289,12 @@ def _method_memory(program: Any, plan: Any) -> MethodMemory:
             role="input" if vi in ins_set else "output" if vi in out_set else ""))
     sizes = tuple(plan.non_const_buffer_sizes)
     n = len(instrs)
+    from .kv_cache import state_values
+
+    state = set(state_values(plan))
+    for t in tensors:  # state (a KV cache) keeps its bytes between runs: live over the whole method
+        if t.value in state:
+            t.role, t.first, t.last = "state", 0, max(n - 1, 0)
     arenas = []
     ids = sorted({i for i in range(1, len(sizes))} | {t.arena for t in tensors})
     for aid in ids:
@@ -296,7 +317,14 @@ def _method_memory(program: Any, plan: Any) -> MethodMemory:
             arena.live_at_peak = [t.value for t in mine if t.first <= arena.peak_at <= t.last]
         arenas.append(arena)
     return MethodMemory(name=plan.name, instructions=labels, arenas=arenas, tensors=tensors,
-                        overlaps=_overlaps(tensors, plan, instrs, labels), non_const_buffer_sizes=sizes)
+                        overlaps=_overlaps(tensors, plan, instrs, labels), non_const_buffer_sizes=sizes,
+                        max_seq_len=program_seq_len(program))
+
+
+def program_seq_len(program: Any) -> int | None:
+    from .kv_cache import max_seq_len
+
+    return max_seq_len(program)
 
 
 def _overlaps(tensors: list[PlannedTensor], plan: Any, instrs: list[Any], labels: list[str]) -> list[Overlap]:
@@ -338,6 +366,7 @@ def attach_etrecord(report: MemoryReport, etrecord: Any) -> int:
     """
     named = 0
     for m in report.methods:
+        named += _name_state(m, etrecord)
         handles = etrecord.debug_handle_map.get(m.name, {})
         try:
             graph = etrecord.graph(m.name)
@@ -348,7 +377,7 @@ def attach_etrecord(report: MemoryReport, etrecord: Any) -> int:
             for h in node.debug_handles:
                 by_handle.setdefault(h, []).append(node)
         for t in m.tensors:
-            if t.first < 0 or t.role == "input":
+            if t.first < 0 or t.role in ("input", "state"):
                 continue
             label = m.instructions[t.first] if t.first < len(m.instructions) else ""
             base = label.split("::")[-1].split(".")[0]
@@ -360,3 +389,23 @@ def attach_etrecord(report: MemoryReport, etrecord: Any) -> int:
             t.module = node.module_stack[-1][0] if node.module_stack else None
             named += 1
     return named
+
+
+def _name_state(m: MethodMemory, etrecord: Any) -> int:
+    """Name the state tensors after the mutated buffers of the ETRecord's edge program (placeholder order)."""
+    from ..errors import EtlensError
+    from .kv_cache import mutated_buffer_names
+
+    state = m.state
+    if not state or not hasattr(etrecord, "program_json"):
+        return 0
+    try:
+        names = mutated_buffer_names(etrecord.program_json(f"edge_dialect_exported_program/{m.name}"))
+    except EtlensError:
+        return 0
+    if len(names) != len(state):
+        return 0  # cannot pair them safely
+    for t, name in zip(sorted(state, key=lambda t: t.value), names):
+        t.node = name
+        t.module = name.rsplit(".", 1)[0] if "." in name else None
+    return len(state)

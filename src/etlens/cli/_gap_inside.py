@@ -34,7 +34,7 @@ def run_inside(args) -> int:
     from ..passes.loader import load_model
     from ..report.inside import inside_delegates
 
-    for flag in ("etdump", "etrecord", "debug_buffer"):
+    for flag in ("etdump", "etrecord", "debug_buffer", "inputs", "run"):
         if getattr(args, flag):
             raise EtlensError(f"--{flag.replace('_', '-')} reads device artifacts; it does not go with "
                               "--model/--demo/--inside-delegates")

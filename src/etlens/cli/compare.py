@@ -19,7 +19,7 @@ def register(sub) -> None:
                     "the processes of A and B are compared (a moderated t test), and a change counts only beyond "
                     "max(--min-effect, --noise-k x the op's own process-to-process spread). Give several processes "
                     "a side (3+); with one a side the runs are tested and the floor comes from the spread of all "
-                    "ops. Exit status 2 when anything regressed (a CI gate).")
+                    "ops. Exit status 3 when anything regressed (a CI gate; --no-fail-on-regression turns it off).")
     p.add_argument("sides", nargs="*", metavar="A_OR_B",
                    help="ETDump (.etdp), directory of ETDumps, or dataset directory: A then B")
     p.add_argument("--a", nargs="+", metavar="ETDP", dest="a_files", help="side A as several ETDumps (processes)")

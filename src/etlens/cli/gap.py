@@ -27,13 +27,25 @@ def register(sub) -> None:
     p.add_argument("--etdump", help="ETDump (.etdp) written with intermediate outputs")
     p.add_argument("--etrecord", help="ETRecord with representative inputs")
     p.add_argument("--debug-buffer", help="debug buffer file written next to the ETDump")
+    p.add_argument("--inputs", metavar="FILE.pt",
+                   help="the method's inputs, torch.save-d as a tuple (default: the ETRecord's representative "
+                        "inputs, else recovered from the debug buffer)")
     add_inside_arguments(p)
+    p.add_argument("--run", type=int, default=0, metavar="N",
+                   help="which run of forward to compare: 0 = the first (an LLM's prefill, default); N > 0 replays "
+                        "the reference over runs 0..N carrying the KV cache (a decode step)")
     p.add_argument("--metric", default="MSE", choices=_METRICS, type=_metric, help="distance (default MSE)")
     add_gate(p, "gap", "rows whose gap crosses X are marked; a crossing fails the gate (above X for MSE/L1/max_abs, "
              "below X for SNR/cosine)", aliases=["--threshold"], dest="threshold")
     p.add_argument("--reference-graph", default=None,
                    help="exported_program | edge_dialect_exported_program | a graph-map name (default: auto)")
     p.add_argument("--explain", action="store_true", help="also list ops/events without a row, and why")
+    p.add_argument("--multi-output", action="store_true",
+                   help="also compare ops that return several tensors (ExecuTorch skips them; torch.nn.LSTM/GRU "
+                        "export as one such op)")
+    p.add_argument("--delegate-outputs", default="graph", choices=["graph", "executorch"],
+                   help="pair each output of a delegate call with the node that returns it (graph, default) or "
+                        "by ExecuTorch's positional rule (executorch)")
     add_output(p)
     p.set_defaults(func=run)
 
@@ -92,22 +104,26 @@ def run(args) -> int:
     from ..analysis.inspector import Inspector
 
     insp = Inspector(etdump_path=args.etdump, etrecord=args.etrecord, debug_buffer_path=args.debug_buffer)
-    analysis = numerics.analyze(insp, args.reference_graph)
-    df = analysis.gap_table(args.metric)
+    analysis = numerics.analyze(insp, args.reference_graph, inputs=args.inputs, run=args.run,
+                                delegate_outputs=args.delegate_outputs)
+    multi = bool(getattr(args, "multi_output", False))
+    df = analysis.gap_table(args.metric, multi_output=multi)
     comparator = get_comparator(args.metric)
     crossing = []
     if args.threshold is not None:
         for i, gaps in enumerate(df["gap"]):
             if any(comparator.crosses(float(g), args.threshold) for g in gaps):
                 crossing.append(i)
-    first = analysis.first_divergence(args.threshold, args.metric) if crossing else None
-    explain = analysis.explain_unpaired() if args.explain else None
+    first = analysis.first_divergence(args.threshold, args.metric, multi_output=multi) if crossing else None
+    explain = analysis.explain_unpaired(multi_output=multi) if args.explain else None
 
     if args.format == "json":
         doc = {
             "metric": args.metric,
             "threshold": args.threshold,
             "reference_graph": analysis.reference_graph,
+            "inputs_source": analysis.inputs_source,
+            "run": analysis.run,
             "rows": [{
                 "aot_debug_handle": list(r.aot_debug_handle), "aot_ops": list(r.aot_ops),
                 "runtime_ops": list(r.runtime_ops), "runtime_debug_handle": list(r.runtime_debug_handle),
@@ -134,7 +150,9 @@ def run(args) -> int:
 
         rows = [[i, _short(r.aot_ops), _short(r.runtime_ops), _short(r.aot_debug_handle, 6), _fmt_gap(r.gap),
                  "!" if i in crossing else ""] for i, r in enumerate(df.itertuples())]
-        lines = [f"numeric gap ({args.metric}) against {analysis.reference_graph}: {len(df)} op groups", "",
+        lines = [f"numeric gap ({args.metric}) against {analysis.reference_graph}: {len(df)} op groups"
+                 + (f", run {analysis.run}" if analysis.run else "")
+                 + (f" (inputs {analysis.inputs_source})" if analysis.inputs_source else ""), "",
                  tabulate(rows, headers=["#", "reference ops", "runtime ops", "debug handles", args.metric, ""],
                           tablefmt="simple")]
         if args.threshold is not None:

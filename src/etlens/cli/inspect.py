@@ -19,7 +19,7 @@ import sys
 
 from .._progress import console
 from ._common import add_command, write_text
-from .options import EXIT_OK, add_output, flatten, render_rows
+from .options import EXIT_OK, add_output, flatten, render_records, render_rows
 
 __all__ = ["register", "run"]
 
@@ -42,6 +42,12 @@ def register(sub) -> None:
     p.add_argument("--no-summary", action="store_true", help="do not print the summary paragraph")
     p.add_argument("--allocations", action="store_true",
                    help="show the runtime allocations per run (allocators, largest, timeline) instead")
+    p.add_argument("--method", help="only the runs of this method (a multi-method program, e.g. an LLM's "
+                                    "'forward' apart from its metadata methods); default: all")
+    p.add_argument("--llm", action="store_true",
+                   help="the LLM view instead of the event table: each run labelled prefill (n tokens) or decode, "
+                        "per-token latency, tokens/s, time per operator class by phase (needs --debug-buffer for "
+                        "the labels). LLM dumps get a one-line version in the summary automatically")
     p.set_defaults(func=run)
 
 
@@ -115,6 +121,18 @@ def _allocations(args) -> int:
     return EXIT_OK
 
 
+def _llm_line(prof) -> str:
+    parts = []
+    for name in ("prefill", "decode"):
+        st = prof.phases[name]
+        if st.runs:
+            parts.append(f"{name} {st.runs} run(s), {st.tokens} token(s), {st.ms_per_token:.4g} ms/token "
+                         f"({st.tokens_per_s:,.0f} tokens/s)")
+    if not parts:
+        parts.append("runs not labelled (no intermediate outputs: pass --debug-buffer)")
+    return f"LLM ({prof.method}): " + "; ".join(parts) + ". Details: etlens inspect --llm."
+
+
 def run(args) -> int:
     if args.allocations:
         return _allocations(args)
@@ -137,7 +155,27 @@ def run(args) -> int:
         bar.update(1)
         bar.set_description("building table")
         by_node_line = ""
-        if args.by_node:
+        llm = None
+        if args.llm or not args.no_summary:
+            from ..analysis.llm import llm_profile
+
+            llm = llm_profile(insp, args.method)
+            if args.llm and llm is None:
+                from ..errors import EtlensError
+
+                raise EtlensError(f"{args.etdump}: no LLM ops (custom SDPA / KV-cache update / SDPA) in this "
+                                  "ETDump, so there is no prefill/decode view; drop --llm")
+        if args.llm:
+            from ..views.llm import llm_text
+
+            if args.format == "json":
+                text = json.dumps(_clean_json(llm.to_json()), indent=1)
+            elif args.format in ("csv", "tsv"):  # one row per run: phase, tokens, time
+                text = render_records(llm.to_json()["runs"], args.format)
+            else:
+                text = llm_text(llm)
+            nrows = len(llm.runs)
+        elif args.by_node:
             if not args.etrecord:
                 from ..errors import EtlensError
 
@@ -148,11 +186,11 @@ def run(args) -> int:
                               ".pte to attribute it to nodes", stacklevel=1)
             text, nrows, by_node_line = _by_node(insp, args)
         elif args.all_events:
-            df = insp.to_dataframe().drop(columns=["debug_data"])
+            df = insp.to_dataframe(method=args.method).drop(columns=["debug_data"])
         else:
-            df = insp.printed_dataframe()
+            df = insp.printed_dataframe(method=args.method)
         bar.update(1)
-        if args.by_node:
+        if args.by_node or args.llm:
             pass
         elif args.format == "table":
             from tabulate import tabulate
@@ -177,12 +215,14 @@ def run(args) -> int:
     write_text(text, args.output)
     notes = []
     if args.output:
-        notes.append(f"wrote {nrows if args.by_node else len(df)} rows to {args.output}")
+        notes.append(f"wrote {nrows if args.by_node or args.llm else len(df)} rows to {args.output}")
     if args.perfetto:
         notes.append(f"wrote timeline {args.perfetto} (open in https://ui.perfetto.dev)")
     if args.tensorboard:
         notes.append(f"wrote TensorBoard logs to {args.tensorboard} (tensorboard --logdir {args.tensorboard})")
-    summary = "" if args.no_summary else (by_node_line or insp.summary_text())
+    summary = "" if args.no_summary or args.llm else (by_node_line or insp.summary_text())
+    if summary and llm is not None:
+        summary += "\n" + _llm_line(llm)
     # keep machine-readable stdout clean: notes and summary go to stderr unless the table went to a file
     stream = sys.stdout if (args.format == "table" or args.output) else console()
     if summary:

@@ -18,6 +18,7 @@ def register(sub) -> None:
     add_output(p)
     p.add_argument("--html", metavar="FILE", help="also write the arena occupancy chart (offline HTML)")
     p.add_argument("--top", type=int, default=10, help="tensors listed per arena in the text output")
+    p.add_argument("--method", help="only this method (e.g. 'forward' of an LLM program; default: every method)")
     p.set_defaults(func=run)
 
 
@@ -26,6 +27,14 @@ def run(args) -> int:
     from ..readers.pte import read
 
     report = analyze_memory(read(args.pte))
+    if args.method:
+        from ..errors import EtlensError
+
+        kept = [m for m in report.methods if m.name == args.method]
+        if not kept:
+            raise EtlensError(f"{args.pte}: no method {args.method!r}; methods: "
+                              f"{', '.join(m.name for m in report.methods)}")
+        report.methods = kept
     if args.etrecord:
         from ..readers.etrecord import read as read_etrecord
 

@@ -21,6 +21,8 @@ def register(sub) -> None:
     p.add_argument("--pte", metavar="F", help="the program that ran (with --etdump)")
     p.add_argument("--trace", metavar="F", help="a pass trace JSON from `etlens trace` (with --etdump)")
     p.add_argument("-o", "--output", default="report.html", help="report path (default report.html)")
+    p.add_argument("--method", help="with --etdump: the method of the headline and the operator table (default: "
+                                    "the one that did the work, e.g. 'forward' next to an LLM's metadata methods)")
     p.add_argument("--title", help="page title (default: 'etlens report: ' + the model's class, demo name or file "
                                    "stem; for artifacts the .pte or .etdp stem; for a dataset its directory name)")
     p.add_argument("--backend", default="xnnpack", choices=["xnnpack", "portable"],
@@ -59,7 +61,8 @@ def run(args) -> int:
         title = args.title or f"etlens report: {_stem(args.pte or args.etdump)}"
         result = report_from_artifacts(args.etdump, args.output, etrecord=args.etrecord,
                                        debug_buffer=args.debug_buffer, pte=args.pte, trace=trace,
-                                       metric=args.metric, gap_threshold=args.fail_on_gap, title=title)
+                                       metric=args.metric, gap_threshold=args.fail_on_gap, title=title,
+                                       method=args.method)
     else:
         for flag in ("etrecord", "debug_buffer", "pte", "trace"):
             if getattr(args, flag):
@@ -78,7 +81,8 @@ def run(args) -> int:
     lat = f"{result.total_latency_ms:.3f} ms" if result.total_latency_ms is not None else "n/a"
     gap = f"{result.worst_gap:.4g}" if result.worst_gap is not None else "n/a"
     share = f"{result.delegated_share:.0%}" if result.delegated_share is not None else "n/a"
-    print(f"wrote {result.path}  (total latency {lat}, delegated {share} of it, worst {result.gap_metric} gap "
+    print(f"wrote {result.path}  (total latency {lat}, delegated {share} of operator time, "
+          f"worst {result.gap_metric} gap "
           f"{gap}; {len(result.files)} files alongside)")
     status = EXIT_OK
     if args.fail_on_gap is not None and result.worst_gap is not None:
@@ -104,6 +108,6 @@ def _dashboard(args) -> int:
     from ..fleet.html import dashboard_html
 
     with open(args.output, "w", encoding="utf-8") as f:
-        f.write(dashboard_html(args.dataset))
+        f.write(dashboard_html(args.dataset, title=args.title))
     print(f"wrote {args.output}  (fleet dashboard of {args.dataset})")
     return EXIT_OK

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from ..errors import EtlensError, first_line
 from .._progress import console
@@ -61,20 +60,16 @@ def _runtime_note(trace, pte: str) -> str | None:
     The operators are those of the trace's last snapshot (the program the ``.pte`` holds), spelled
     as ExecuTorch's operator table spells them (``cortex_m::quantized_linear.out``).
     """
-    import subprocess
+    from ..passes.worker import Worker
 
     last = trace.snapshots[-1].graph
     ops = sorted({"::".join(n.target.split(".", 1)) for n in last
                   if n.kind == "op" and n.target and n.target.count(".") >= 2})
-    code = ("from executorch.extension.pybindings import portable_lib as p\n"
-            "print('\\n'.join(p._get_operator_names()))")
-    try:  # a child process: loading the runtime's native library stays out of this one
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    except (OSError, subprocess.TimeoutExpired):
+    try:  # a worker job: loading the runtime's native library stays out of this process
+        with Worker() as w:
+            have = set(w.list_operators())
+    except (OSError, EtlensError):
         return None
-    if proc.returncode != 0:
-        return None
-    have = set(proc.stdout.split())
     lacking = [op for op in ops if op not in have]
     if not lacking:
         return ""
@@ -90,9 +85,10 @@ def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
 
     import torch
 
+    from ..passes.inputs import as_args, flatten_inputs
     from ..passes.runner import run_program
 
-    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    inputs = as_args(inputs)
     if cfg.prepare_inputs is not None and quantize:  # the layout trace_passes exported with
         inputs = cfg.prepare_inputs(inputs)
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,7 +98,7 @@ def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
             return f"note: running {pte} in the ExecuTorch runtime here failed: {first_line(exc, 1000)}"
     with torch.no_grad():
         ref = model(*inputs)
-    ref = [ref] if isinstance(ref, torch.Tensor) else list(ref)
+    ref = flatten_inputs(ref)  # (out, (h, c)) -> [out, h, c], the runtime's output order
     diff = max(float((g.float() - r.float()).abs().max()) for g, r in zip(got, ref))
     return f"ran {pte} in the ExecuTorch runtime here: max abs difference {diff:.3g} from the model"
 

@@ -72,9 +72,9 @@ def _connection(side: Side):
         return duckdb_connection(side.dataset)
     import pyarrow as pa
 
-    from .ingest import _record, dump_rows
+    from .ingest import dump_rows, record_at
 
-    record = _record(side.etrecord)
+    record = record_at(side.etrecord)
     tables = [dump_rows(p, record) for p in side.etdumps]
     return duckdb_connection(table=pa.concat_tables(tables) if tables else None)
 

@@ -37,15 +37,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
 from ..model.events import TimeScale, calculate_time_scale_factor
+from ..model.timing import elapsed
 from .columns import COLUMNS, arrow_schema, occurrences
 
 __all__ = ["fast_rows", "durations_ms", "clear_caches"]
 
 #: raw ticks are nanoseconds, rows are milliseconds (the Inspector's defaults)
 _SCALE = calculate_time_scale_factor(TimeScale.NS, TimeScale.MS)
-_MAX_U32 = 2 ** 32 - 1
 
 #: the string columns whose values come from the block structure (and the ETRecord)
 _STATIC_STRINGS = ("block", "event_name", "delegate_debug_id", "debug_handles", "op_types", "module_path", "node",
@@ -57,19 +56,8 @@ _MAX_CACHED = 4
 
 
 def _elapsed(s: np.ndarray, e: np.ndarray, path: str) -> np.ndarray:
-    """``e - s`` as float64 with the Inspector's 32-bit wrap-around rule (integer or float ticks)."""
-    floats = s.dtype.kind == "f"
-    out = e - s if floats else (e.astype(np.int64) - s.astype(np.int64)).astype(np.float64)
-    wrap = s > e
-    if wrap.any():
-        big = wrap & ((s > _MAX_U32) | (e > _MAX_U32))
-        if big.any():
-            i = int(np.flatnonzero(big)[0])
-            raise FormatError(f"{path}: an event ends before it starts (start {s[i]}, end {e[i]}) with timestamps "
-                              "above 32 bits, so it is not a 32-bit counter wrap-around; the ETDump timestamps "
-                              "are corrupt")
-        out[wrap] = (_MAX_U32 - s[wrap].astype(np.float64)) + e[wrap].astype(np.float64)
-    return out
+    """``e - s`` as float64 with the Inspector's 32-bit wrap-around rule (:func:`etlens.model.timing.elapsed`)."""
+    return elapsed(s, e, path)
 
 
 def durations_ms(start: np.ndarray, end: np.ndarray, delegated: np.ndarray | bool, path: str = "<etdump>"
@@ -213,20 +201,9 @@ def _static(blocks: list[_Block], attrs_of: list[list[tuple]] | None) -> _Static
 
 def _attributions(blocks: list[_Block], record: Any, path: str, data: bytes | None) -> list[list[tuple]] | None:
     """Per block, per event: ``(handles, op types, module path, node, backend)`` from the ETRecord (cached)."""
-    from . import ingest
+    from .attrs import attributions, block_key
 
-    keys = [ingest._block_key(blk.columns) for blk in blocks]
-    cache = ingest._ATTRS.setdefault(id(record), {})
-    if any(k not in cache for k in keys):
-        from ..analysis.inspector import Inspector
-
-        # first dump of this program in this process: the Inspector attributes it once (reference path)
-        for b in ingest._blocks(Inspector, path, data, record):
-            cache[ingest._block_key(b)] = [(*ingest._attribution(b, i, True), b.backend_names[i])
-                                           for i in range(len(b.names))]
-        if any(k not in cache for k in keys):
-            return None
-    return [cache[k] for k in keys]
+    return attributions(record, [block_key(blk.columns) for blk in blocks], path, data)
 
 
 #: rows -> (Arrow int32 zeros, the same all null): the indices of constant columns

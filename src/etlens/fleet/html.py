@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from .._html import csp_meta
+
 __all__ = ["distribution_svg", "compare_html", "dashboard_html"]
 
 _CSS = ("body{font:14px system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;"
@@ -85,8 +87,8 @@ def _table(rows: list[dict], cols: list[str], limit: int = 200) -> str:
 
 
 def _page(title: str, body: str) -> str:
-    return (f"<!doctype html><html><head><meta charset=utf-8><title>{_esc(title)}</title><style>{_CSS}</style>"
-            f"</head><body><h1>{_esc(title)}</h1>{body}</body></html>")
+    return (f"<!doctype html><html><head><meta charset=utf-8>{csp_meta()}<title>{_esc(title)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>{_esc(title)}</h1>{body}</body></html>")
 
 
 _ROW_COLS = ["verdict", "event_name", "module_path", "node", "debug_handles", "a_p50_ms", "b_p50_ms", "delta_ms",
@@ -140,9 +142,9 @@ def compare_html(result: dict[str, Any]) -> str:
     return _page("etlens compare", "".join(body))
 
 
-def dashboard_html(dataset: str, top: int = 20) -> str:
+def dashboard_html(dataset: str, top: int = 20, title: str | None = None) -> str:
     """The fleet dashboard of ``dataset``: latency per device and build, top regressions between the last two
-    builds (sorted by name), the slowest ops."""
+    builds (sorted by name), the slowest ops. ``title`` defaults to ``etlens fleet dashboard: <dataset dir>``."""
     from .compare import Side, compare
     from .sql import duckdb_connection
 
@@ -170,4 +172,7 @@ def dashboard_html(dataset: str, top: int = 20) -> str:
         body.append(_table(bad, _ROW_COLS[:-1], limit=top) if bad else "<p>none</p>")
     body.append("<h2>Slowest ops (p50)</h2>" + _table(slow, ["event_name", "module_path", "device", "build", "count",
                                                             "p10_ms", "p50_ms", "p90_ms"]))
-    return _page("etlens fleet dashboard", "".join(body))
+    import os
+
+    name = os.path.basename(os.path.normpath(dataset))
+    return _page(title or f"etlens fleet dashboard: {name}", "".join(body))

@@ -27,17 +27,17 @@ import hashlib
 import os
 import time
 import uuid
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from ..errors import EtlensError, MissingDataError
+from .attrs import attributions, block_key, inspector_blocks
 from .columns import COLUMNS, META_COLUMNS, ROW_GROUP, arrow_schema, occurrences, writer_options
 
 __all__ = ["CollectResult", "collect", "find_etdumps", "dump_rows", "reference_rows", "model_id",
-           "ETDUMP_SUFFIXES"]
+           "ETDUMP_SUFFIXES", "record_at", "one_line"]
 
 #: file names a directory walk picks up (files given one by one are read whatever their name)
 ETDUMP_SUFFIXES = (".etdp", ".etdump")
@@ -85,33 +85,6 @@ def model_id(pte: str | None) -> str | None:
         raise MissingDataError(f"{pte}: cannot read the .pte ({exc.strerror or exc}); pass the program that ran") \
             from exc
     return h.hexdigest()[:16]
-
-
-def _handles_text(h: Any) -> str | None:
-    if h is None:
-        return None
-    if isinstance(h, (int, np.integer)):
-        return str(int(h))
-    return ",".join(str(int(x)) for x in h)
-
-
-def _attribution(block: Any, i: int, has_record: bool) -> tuple[str | None, str | None, str | None, str | None]:
-    """``(debug_handles, op_types, module_path, node)`` of event ``i`` of a block, as text."""
-    if not has_record:
-        return None, None, None, None
-    hier = block.module_hierarchy[i] or {}
-    paths: list[str] = []
-    for stack in hier.values():
-        p = ""
-        if stack:
-            last = list(stack.values())[-1]
-            p = str(last[0]) if isinstance(last, (tuple, list)) else str(last)
-        if p not in paths:
-            paths.append(p)
-    nodes = [k[:-1] if k.endswith("_") else k for k in (block.stack_traces[i] or hier)]
-    module = ";".join(paths) if paths else None
-    return (_handles_text(block.debug_handles[i]), ";".join(block.op_types[i]) or None, module,
-            ";".join(nodes) or None)
 
 
 def _dict_column(values: list, indices: np.ndarray):
@@ -164,17 +137,11 @@ def reference_rows(path: str, record: Any = None, meta: dict[str, str | None] | 
     meta = meta or {}
     extra_meta = extra_meta or []
     schema = arrow_schema(extra_meta)
-    blocks = _blocks(Inspector, path, data, None)
+    blocks = inspector_blocks(Inspector, path, data, None)
     has_record = record is not None
     attrs_of: list[list[tuple]] = []
     if has_record:
-        keys = [_block_key(b) for b in blocks]
-        cache = _ATTRS.setdefault(id(record), {})
-        if any(k not in cache for k in keys):
-            # first dump of this program in this process: attribute with the record once, reuse for the next
-            for b, k in zip(_blocks(Inspector, path, data, record), keys):
-                cache[k] = [(*_attribution(b, i, True), b.backend_names[i]) for i in range(len(b.names))]
-        attrs_of = [cache[k] for k in keys]
+        attrs_of = attributions(record, [block_key(b) for b in blocks], path, data) or []
     tables = []
     for bi, b in enumerate(blocks):
         rows = np.flatnonzero(b.has_perf)
@@ -221,29 +188,11 @@ def reference_rows(path: str, record: Any = None, meta: dict[str, str | None] | 
     return pa.concat_tables(tables)
 
 
-def _blocks(inspector: Any, path: str, data: bytes | None, record: Any) -> list:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # "no debug buffer" and record-mismatch warnings: timings are complete
-        insp = inspector(etdump_path=path, etrecord=record) if data is None else \
-            inspector(etdump_data=data, etrecord=record)
-    return insp.block_columns
-
-
-def _block_key(b: Any) -> tuple:
-    """What the ETRecord attribution of a block depends on: its events' names, instructions, delegate ids."""
-    return (b.name, b.instruction_ids.tobytes(), tuple(b.names), tuple(map(str, b.delegate_ids)))
-
-
-#: id(parsed ETRecord) -> {block key: per-event (handles, op types, module path, node, backend)}; attribution
-#: of a program's blocks is computed once per process and reused for every dump of that program
-_ATTRS: dict[int, dict[tuple, list[tuple]]] = {}
-
-
 # -- workers -------------------------------------------------------------------------------------------
 _RECORDS: dict[str, Any] = {}
 
 
-def _record(path: str | None) -> Any:
+def record_at(path: str | None) -> Any:
     """The parsed ETRecord of ``path``, read once per process."""
     if not path:
         return None
@@ -254,7 +203,7 @@ def _record(path: str | None) -> Any:
     return _RECORDS[path]
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:300]}"
 
@@ -264,7 +213,7 @@ def _ingest_batch(paths: list[str], part: str, record_path: str | None, meta: di
     """Stream ``paths`` into the Parquet file ``part``; ``(files read, rows, [(path, reason)])``."""
     import pyarrow.parquet as pq
 
-    record = _record(record_path)
+    record = record_at(record_path)
     writer = None
     rows = files = 0
     skipped: list[tuple[str, str]] = []
@@ -274,7 +223,7 @@ def _ingest_batch(paths: list[str], part: str, record_path: str | None, meta: di
             try:
                 table = dump_rows(p, record, meta, extra_meta)
             except (EtlensError, OSError, ValueError, IndexError, KeyError, OverflowError) as exc:
-                skipped.append((p, _one_line(exc)))
+                skipped.append((p, one_line(exc)))
                 continue
             files += 1
             if table.num_rows == 0:
@@ -324,7 +273,7 @@ def collect(inputs: Iterable[str], dataset: str, *, meta: dict[str, str] | None 
     if etrecord is not None and not os.path.isfile(etrecord):
         raise MissingDataError(f"{etrecord}: ETRecord not found; pass the .etrecord written at export")
     if etrecord is not None:
-        _record(etrecord)   # a bad record is one error up front, not one per file
+        record_at(etrecord)   # a bad record is one error up front, not one per file
     paths = find_etdumps(inputs)
     if not paths:
         raise MissingDataError("collect: no ETDumps found in " + ", ".join(map(str, inputs)) +
@@ -367,7 +316,7 @@ def _warm(path: str, record_path: str | None, meta: dict[str, str | None], extra
     import pyarrow.parquet  # noqa: F401 - imported once, inherited
 
     try:
-        dump_rows(path, _record(record_path), meta, extra_meta)
+        dump_rows(path, record_at(record_path), meta, extra_meta)
     except Exception:  # noqa: BLE001 - the worker reading this file reports it
         pass
 
@@ -387,5 +336,5 @@ def _parallel(args: list[tuple], jobs: int, done: Callable, warm: tuple | None =
             try:
                 out = fut.result()
             except Exception as exc:  # noqa: BLE001 - a worker that died: its files are reported, not lost
-                out = (0, 0, [(p, f"worker failed: {_one_line(exc)}") for p in a[0]])
+                out = (0, 0, [(p, f"worker failed: {one_line(exc)}") for p in a[0]])
             done(a[0], a[1], out)

@@ -69,7 +69,7 @@ def _under_spark_submit() -> bool:
 
 def register_views(spark: Any, dataset: str) -> None:
     """``events`` over ``dataset``'s Parquet parts plus the ``runs`` and ``ops`` views, in ``spark``."""
-    from .sql import part_files, view_sql
+    from .views import part_files, view_sql
 
     files = part_files(dataset)
     spark.read.option("mergeSchema", "true").parquet(*files).createOrReplaceTempView("events")
@@ -95,9 +95,9 @@ def _partition(records: Iterator[tuple[str, bytes]], dataset: str, record_path: 
     import pyarrow.parquet as pq
 
     from .columns import ROW_GROUP, writer_options
-    from .ingest import _one_line, _record, dump_rows
+    from .ingest import dump_rows, one_line, record_at
 
-    record = _record(record_path)
+    record = record_at(record_path)
     part = os.path.join(dataset, f"part-spark-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:10]}.parquet")
     writer = None
     files = rows = 0
@@ -108,7 +108,7 @@ def _partition(records: Iterator[tuple[str, bytes]], dataset: str, record_path: 
             try:
                 table = dump_rows(local, record, meta, extra, data=bytes(data))
             except (EtlensError, OSError, ValueError, IndexError, KeyError, OverflowError) as exc:
-                skipped.append((local, _one_line(exc).replace("<etdump bytes>", local)))
+                skipped.append((local, one_line(exc).replace("<etdump bytes>", local)))
                 continue
             files += 1
             if table.num_rows:

@@ -24,55 +24,13 @@ Example::
 
 from __future__ import annotations
 
-import glob
-import os
 from typing import Any
 
-from ..errors import EtlensError, MissingDataError
-from ..schema import FRAMEWORK_EVENT_NAMES, METHOD_EXECUTE, OPERATOR_CALL
+from ..errors import EtlensError
+from .views import OP_FILTER, VIEWS, part_files, percentile_sql, view_sql
 
 __all__ = ["VIEWS", "view_sql", "part_files", "query", "query_table", "top_ops_sql", "by_sql", "duckdb_connection",
            "OP_FILTER"]
-
-_FRAMEWORK = ", ".join("'" + n.replace("'", "''") + "'" for n in (*FRAMEWORK_EVENT_NAMES, OPERATOR_CALL))
-#: the rows that are operator work (what ``ops`` and ``runs.ops_ms`` count): not framework events, not the
-#: ``OPERATOR_CALL`` wrapper timed around each kernel (it would count the kernel twice)
-OP_FILTER = f"event_name NOT IN ({_FRAMEWORK}) AND duration_ms IS NOT NULL"
-
-#: names of the views, in the order they are created
-VIEWS = ("events", "runs", "ops")
-
-
-def _pct(dialect: str, col: str, q: float) -> str:
-    return f"quantile_cont({col}, {q})" if dialect == "duckdb" else f"percentile({col}, {q})"
-
-
-def view_sql(dialect: str = "duckdb") -> dict[str, str]:
-    """``{view: SELECT …}`` for ``runs`` and ``ops`` over ``events`` in ``dialect`` (``duckdb``/``spark``)."""
-    meta = "device, build, model"
-    runs = (f"SELECT file, run, block, {meta}, count(*) AS events, "
-            f"max(CASE WHEN event_name = '{METHOD_EXECUTE}' THEN duration_ms END) AS latency_ms, "
-            f"sum(CASE WHEN {OP_FILTER} THEN duration_ms END) AS ops_ms "
-            f"FROM events WHERE block <> 'Default' GROUP BY file, run, block, {meta}")
-    p = [_pct(dialect, "duration_ms", q) for q in (0.1, 0.5, 0.9)]
-    ops = (f"SELECT event_name, module_path, node, {meta}, count(*) AS count, {p[0]} AS p10_ms, "
-           f"{p[1]} AS p50_ms, {p[2]} AS p90_ms, avg(duration_ms) AS avg_ms, sum(duration_ms) AS total_ms "
-           f"FROM events WHERE {OP_FILTER} GROUP BY event_name, module_path, node, {meta}")
-    return {"runs": runs, "ops": ops}
-
-
-def part_files(dataset: str) -> list[str]:
-    """The Parquet files of ``dataset`` (a directory, or one ``.parquet`` file); an error when there are none."""
-    if os.path.isfile(dataset):
-        return [dataset]
-    if not os.path.isdir(dataset):
-        raise MissingDataError(f"{dataset}: no such dataset; create it with `etlens collect ETDUMPS -o {dataset}`")
-    files = sorted(glob.glob(os.path.join(glob.escape(dataset), "**", "*.parquet"), recursive=True))
-    if not files:
-        raise MissingDataError(f"{dataset}: the dataset has no Parquet files yet; add runs with "
-                               f"`etlens collect ETDUMPS -o {dataset}`")
-    return files
-
 
 def duckdb_connection(dataset: str | None = None, table: Any = None):
     """A DuckDB connection with the views over ``dataset`` (or over an Arrow ``table`` of events)."""
@@ -120,7 +78,8 @@ def query(dataset: str, sql: str, engine: str = "duckdb") -> list[dict[str, Any]
 
 def top_ops_sql(n: int = 20, dialect: str = "duckdb") -> str:
     """The ``n`` operator events with the most total time over the whole dataset."""
-    return (f"SELECT event_name, module_path, count(*) AS count, {_pct(dialect, 'duration_ms', 0.5)} AS p50_ms, "
+    p50 = percentile_sql(dialect, "duration_ms", 0.5)
+    return (f"SELECT event_name, module_path, count(*) AS count, {p50} AS p50_ms, "
             f"sum(duration_ms) AS total_ms FROM events WHERE {OP_FILTER} GROUP BY event_name, module_path "
             f"ORDER BY total_ms DESC, event_name, module_path LIMIT {int(n)}")
 
@@ -129,6 +88,6 @@ def by_sql(column: str, dialect: str = "duckdb") -> str:
     """Runs and whole-model latency grouped by ``column`` (``device``, ``build``, ``model`` or a ``--meta`` key)."""
     if not column.isidentifier():
         raise EtlensError(f"--by {column!r}: give a column name (device, build, model or a --meta key)")
-    p = [_pct(dialect, "latency_ms", q) for q in (0.1, 0.5, 0.9)]
+    p = [percentile_sql(dialect, "latency_ms", q) for q in (0.1, 0.5, 0.9)]
     return (f"SELECT {column}, count(DISTINCT file) AS files, count(*) AS runs, sum(events) AS events, "
             f"{p[0]} AS p10_ms, {p[1]} AS p50_ms, {p[2]} AS p90_ms FROM runs GROUP BY {column} ORDER BY {column}")

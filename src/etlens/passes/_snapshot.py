@@ -35,6 +35,16 @@ class GraphIds:
             out = self._ids[gid] = len(self._ids)
         return out
 
+    def to_json(self) -> dict[str, int]:
+        """The numbering so far (raw id as text -> number), to continue it in another process."""
+        return {str(k): v for k, v in self._ids.items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, int]) -> GraphIds:
+        ids = cls()
+        ids._ids = {int(k): int(v) for k, v in data.items()}
+        return ids
+
     def normalize(self, graph: Graph) -> Graph:
         for node in graph:
             if node.lineage:

@@ -147,8 +147,9 @@ def load_model(spec: str, input_shapes: list[str] | None = None) -> tuple[Any, t
     if inputs is None:
         raise MissingDataError(f"--model {spec!r}: no example inputs; return (model, inputs) from {attr}(), define "
                                "example_inputs, or pass --input-shape 1,3,224,224")
-    if not isinstance(inputs, tuple):
-        inputs = tuple(inputs) if isinstance(inputs, list) else (inputs,)
+    from .inputs import check_inputs
+
+    inputs = check_inputs(inputs, f"--model {spec!r}: example inputs")  # nested tuples/lists/dicts are kept
     if hasattr(model, "eval"):
         model = model.eval()
     return model, inputs, attr

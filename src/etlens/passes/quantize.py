@@ -23,7 +23,7 @@ from typing import Any, Iterable
 from ..errors import EtlensError
 from .backends import BackendConfig, get_backend
 
-__all__ = ["quantize_pt2e", "capture_for_pt2e", "integer_safe", "drop_integer_annotations",
+__all__ = ["quantize_pt2e", "capture_for_pt2e", "module_for_pt2e", "integer_safe", "drop_integer_annotations",
            "restore_integer_scalars", "calibration_batches"]
 
 
@@ -40,11 +40,19 @@ def capture_for_pt2e(model: Any, inputs: tuple) -> Any:
     any ``_guards_fn`` call that is still there (an older torch, or a ``model`` that is itself the
     ``.module()`` of an exported program).
     """
-    import inspect
-
     import torch
 
-    ep = torch.export.export(model, inputs)
+    return module_for_pt2e(torch.export.export(model, inputs))
+
+
+def module_for_pt2e(ep: Any) -> Any:
+    """The ``GraphModule`` pt2e prepares from an already exported program (see :func:`capture_for_pt2e`).
+
+    A :class:`~etlens.passes.session.BuildSession` exports the model once and quantizes from that
+    export instead of exporting again.
+    """
+    import inspect
+
     if "check_guards" in inspect.signature(ep.module).parameters:
         gm = ep.module(check_guards=False)
     else:  # an older torch: no check_guards argument
@@ -59,7 +67,7 @@ def capture_for_pt2e(model: Any, inputs: tuple) -> Any:
 
 
 def quantize_pt2e(model: Any, inputs: tuple, backend_config: str | BackendConfig = "xnnpack", *,
-                  calibration: Iterable[tuple] | None = None, quantizer: Any = None) -> Any:
+                  calibration: Iterable[tuple] | None = None, quantizer: Any = None, exported: Any = None) -> Any:
     """pt2e-quantize ``model`` with ``backend_config``'s quantizer; return the converted ``GraphModule``.
 
     Args:
@@ -67,6 +75,8 @@ def quantize_pt2e(model: Any, inputs: tuple, backend_config: str | BackendConfig
         inputs: the example inputs the model is exported with (a tuple).
         backend_config: a registered backend name or a :class:`BackendConfig` with a
             ``quantizer_factory``.
+        exported: ``torch.export.export(model, inputs)`` when the caller already has it (not
+            exported again).
         calibration: the input tuples run through the prepared model to collect ranges
             (default: ``[inputs]``).
         quantizer: a pt2e ``Quantizer`` to use instead of the backend's (the backend then only
@@ -84,7 +94,7 @@ def quantize_pt2e(model: Any, inputs: tuple, backend_config: str | BackendConfig
                               "quantizer=… (a pt2e Quantizer)")
         quantizer = cfg.quantizer_factory()
     inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
-    gm = capture_for_pt2e(model, inputs)
+    gm = module_for_pt2e(exported) if exported is not None else capture_for_pt2e(model, inputs)
     prepared = prepare_pt2e(gm, integer_safe(quantizer))
     for batch in calibration_batches(inputs, calibration):
         prepared(*batch)

@@ -45,7 +45,7 @@ from .backends import BackendConfig, PassSpec, get_backend, instantiate_pass, pa
 from .debug_handles import back_annotate, check_handles, fx_sources, generate_debug_handles
 from .quantize import quantize_pt2e
 
-__all__ = ["trace_passes", "PipelineTracer"]
+__all__ = ["trace_passes", "PipelineTracer", "lowering_stages"]
 
 _WRAPPED_PREFIX = "An error occurred when running the"
 
@@ -97,6 +97,20 @@ class PipelineTracer:
         self.error: PassFailedError | None = None
         self._bar = None
         self._show_progress = show_progress
+
+    @classmethod
+    def resume(cls, backend: BackendConfig, trace: Trace, ids: dict[str, int], *,
+               record_times: bool = True) -> PipelineTracer:
+        """Continue ``trace`` (its snapshots so far, and the graph-id numbering ``ids`` they used).
+
+        A :class:`~etlens.passes.session.BuildSession` records ``quantize`` and ``export`` where the
+        user's code runs and hands the trace to its worker child, which records the lowering.
+        """
+        t = cls(backend, trace.model, record_times=record_times, show_progress=False)
+        t.trace = trace
+        t.ids = snap.GraphIds.from_json(ids)
+        t.done = [s.name for s in trace.snapshots if s.error is None]
+        return t
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _start_progress(self, total: int) -> None:
@@ -274,11 +288,13 @@ def _to_edge(ep: Any, backend: BackendConfig, config: Any, transform_passes: lis
     return to_edge_transform_and_lower(ep, transform_passes=transform_passes, compile_config=config)
 
 
-def _lower(ep: Any, backend: BackendConfig, config: Any, transform_passes: list | None) -> Any:
+def _lower(ep: Any, backend: BackendConfig, config: Any, transform_passes: list | None, *,
+           generate_etrecord: bool = False, partitioners: list | None = None) -> Any:
     from executorch.exir import to_edge_transform_and_lower
 
     return to_edge_transform_and_lower(ep, transform_passes=transform_passes,
-                                       partitioner=backend.partitioners(), compile_config=config)
+                                       partitioner=backend.partitioners() if partitioners is None else partitioners,
+                                       compile_config=config, generate_etrecord=generate_etrecord)
 
 
 def trace_passes(model: Any, example_inputs: tuple, backend: str | BackendConfig = "xnnpack",
@@ -341,7 +357,6 @@ def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quant
     import torch
 
     ids = t.ids
-    prog_graph = snap.program_graph
     emits = lower and cfg.to_executorch and cfg.uses_executorch
     total = 3 + int(quantize) + (2 if quantize_io else 0) + int(lower and cfg.partitioner_factory is not None) \
         + int(emits)
@@ -353,9 +368,29 @@ def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quant
         if model is None:
             return
     ep = t.stage("export", "export", lambda: torch.export.export(model, inputs),
-                 lambda p, n: prog_graph(p, n, "export", ids))
+                 lambda p, n: snap.program_graph(p, n, "export", ids))
     if ep is None:
         return
+    lowering_stages(t, cfg, ep, quantize_io=quantize_io, passes=passes, extra=extra, lower=lower, pte=pte,
+                    total=total)
+
+
+def lowering_stages(t: PipelineTracer, cfg: BackendConfig, ep: Any, *, quantize_io: bool = False,
+                    passes: Iterable[Any] | None = None, extra: Iterable[Any] = (), lower: bool = True,
+                    pte: str | None = None, total: int | None = None, production: bool = False) -> Any:
+    """The stages after ``export``: ``to_edge``, [``quantize_io``], each backend pass, ``lower``.
+
+    ``t`` already holds the snapshots up to ``export`` (in this process, or a trace seeded by a
+    :class:`~etlens.passes.session.BuildSession` and continued in its worker child).
+    ``production=True`` makes the ``lower`` stage the program's real lowering: ExecuTorch's default
+    edge compile config, an ETRecord generated, and the resulting ``EdgeProgramManager`` returned
+    (``to_executorch`` it for the ``.pte``); the ``to_edge`` and pass snapshots are the tracer's
+    view of the whole edge program before the partitioner (no partitioning, no backend preprocess).
+    Returns that manager, or ``None`` (a stage failed, no lower stage, or not ``production``).
+    """
+    ids = t.ids
+    prog_graph = snap.program_graph
+    emits = lower and cfg.to_executorch and cfg.uses_executorch
     config = _edge_config(cfg)
 
     def to_edge() -> Any:
@@ -368,7 +403,7 @@ def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quant
     edge_name = "run_decompositions" if not cfg.uses_executorch else "to_edge"
     program = t.stage(edge_name, "to_edge", to_edge, lambda p, n: prog_graph(p, n, "to_edge", ids))
     if program is None:
-        return
+        return None
     if t.record:  # ATen snapshots have no handles: give them their edge descendants' handles
         edge_graph = t.trace.snapshots[-1].graph
         for s in reversed(t.trace.snapshots[:-1]):
@@ -385,18 +420,18 @@ def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quant
         for p in (QuantizeInputs(), QuantizeOutputs()):
             program = t.run_pass(PassSpec(type(p).__name__, lambda prog, _p=p: _p), program)
             if program is None:
-                return
+                return None
             if t.record:
                 t.trace.snapshots[-1].stage = "quantize_io"
 
     specs = _pass_specs(passes) if passes is not None else cfg.passes(program)
     specs += _pass_specs(extra)
-    if t._bar is not None:
+    if t._bar is not None and total is not None:
         t._bar.total = total + len(specs)
     for spec in specs:
         program = t.run_pass(spec, program)
         if program is None:
-            return
+            return None
 
     if lower and cfg.partitioner_factory is not None:
         def lower_fn() -> Any:
@@ -405,10 +440,13 @@ def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quant
                 from .quantize_io import QuantizeInputs, QuantizeOutputs
 
                 tp = [QuantizeInputs(), QuantizeOutputs()]
+            if production:  # the program's one real lowering, as the report has always built it
+                return _lower(ep, cfg, None, tp, generate_etrecord=True)
             return _lower(ep, cfg, config, tp)
 
-        t.stage("lower", "lower", lower_fn, lambda m, n: prog_graph(m, n, "lower", ids))
-    elif emits:
+        lowered = t.stage("lower", "lower", lower_fn, lambda m, n: prog_graph(m, n, "lower", ids))
+        return lowered if production else None
+    if emits:
         def et_graph(m: Any, n: str) -> Graph:
             graph = prog_graph(m, n, "lower", ids)
             _memory_plan(m, graph)
@@ -419,6 +457,7 @@ def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quant
             with open(pte, "wb") as f:
                 f.write(et.buffer)
             t.trace.meta["pte"] = os.path.basename(pte)
+    return None
 
 
 def _to_executorch(program: Any, config: Any) -> Any:

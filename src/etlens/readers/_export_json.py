@@ -24,7 +24,7 @@ from typing import Any
 
 from ..model import DelegateInfo, Graph, Node, TensorMeta
 from ..schema.export import EXPORT_DTYPES, EXPORT_LAYOUTS, EXPORT_MEMORY_FORMATS
-from ._fx import _MAX_ARG_TEXT, debug_handles_of, lineage_of, target_name
+from ._fx import MAX_ARG_TEXT, debug_handles_of, lineage_of, target_name
 
 __all__ = ["graph_from_program_json", "parse_nn_module_stack"]
 
@@ -117,14 +117,20 @@ def _keyword_args(target: str) -> frozenset[str] | None:
     parts = readable.split(".")
     if len(parts) != 3:
         return None
+    from ..schema.op_kwargs import KEYWORD_ARGS
+
+    known = KEYWORD_ARGS.get(readable)
+    if known is not None:  # recorded from torch's schemas: no torch import (seconds) just to print arguments
+        return frozenset(known.split(",")) if known else frozenset()
     try:
         import keyword
 
         import torch
 
-        from ._torch_compat import ensure_quant_ops
-
-        ensure_quant_ops()
+        try:  # registers quantized_decomposed.* (as readers._torch_compat.ensure_quant_ops; no import cycle)
+            import torch.ao.quantization.fx._decomposed  # noqa: F401
+        except Exception:  # noqa: BLE001 - older/newer torch layouts
+            pass
         op = getattr(getattr(getattr(torch.ops, parts[0]), parts[1]), parts[2])
         return frozenset(a.name for a in op._schema.arguments
                          if (a.kwarg_only or a.has_default_value()) and not keyword.iskeyword(a.name))
@@ -184,7 +190,7 @@ def _arg_text(arg: dict[str, Any]) -> str:  # noqa: C901 - one branch per argume
     return f"<{kind}>"
 
 
-def _args_text(node: dict[str, Any]) -> str:
+def json_args_text(node: dict[str, Any]) -> str:
     by_keyword = _keyword_args(node.get("target", ""))
     positional, keywords = [], []
     for inp in node.get("inputs", []):
@@ -195,7 +201,7 @@ def _args_text(node: dict[str, Any]) -> str:
         else:
             keywords.append(f"{inp.get('name')}={text}")
     text = ", ".join(positional + keywords)
-    return text if len(text) <= _MAX_ARG_TEXT else text[: _MAX_ARG_TEXT - 1] + "…"
+    return text if len(text) <= MAX_ARG_TEXT else text[: MAX_ARG_TEXT - 1] + "…"
 
 
 def _names_in(arg: Any, out: list[str]) -> None:
@@ -347,10 +353,10 @@ def graph_from_program_json(doc: dict[str, Any], name: str, meta: dict[str, Any]
         outputs = snode.get("outputs", [])
         readable = _node_target_name(target)
         if delegate is not None:  # as fx prints it: the lowered module first, then the operands
-            rest = _args_text({"target": target, "inputs": inputs_json})
+            rest = json_args_text({"target": target, "inputs": inputs_json})
             attrs["args"] = f"%{attrs['lowered_module']}" + (f", {rest}" if rest else "")
         else:
-            attrs["args"] = _args_text(snode)
+            attrs["args"] = json_args_text(snode)
         kind = "delegate" if delegate is not None else "op"
         single = len(outputs) == 1 and next(iter(outputs[0]), None) in ("as_tensor", "as_sym_int", "as_sym_float",
                                                                           "as_sym_bool")

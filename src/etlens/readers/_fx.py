@@ -38,7 +38,7 @@ ORIGINAL_TARGET_META = "etlens_original_target"
 ORIGINAL_ARGS_META = "etlens_original_args"
 
 _EDGE_PREFIX = "executorch.exir.dialects.edge.ops."
-_MAX_ARG_TEXT = 120
+MAX_ARG_TEXT = 120
 _DELEGATE_NAMES = ("executorch_call_delegate",)
 
 
@@ -213,7 +213,7 @@ def _args_text(node: Any) -> str:
     parts = [_arg_text(a) for a in node.args]
     parts += [f"{k}={_arg_text(v)}" for k, v in node.kwargs.items()]
     text = ", ".join(parts)
-    return text if len(text) <= _MAX_ARG_TEXT else text[: _MAX_ARG_TEXT - 1] + "…"
+    return text if len(text) <= MAX_ARG_TEXT else text[: MAX_ARG_TEXT - 1] + "…"
 
 
 def _flat_inputs(node: Any) -> list[str]:

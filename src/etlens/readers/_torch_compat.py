@@ -283,7 +283,7 @@ def deserialize_program(doc: dict[str, Any], state_dict: Any, constants: Any, ex
     from torch._export.serde.serialize import ExportedProgramDeserializer
 
     ensure_quant_ops()
-    from ._export_json import _args_text as stored_args_text
+    from ._export_json import json_args_text as stored_args_text
 
     stored_args = {str(n.get("name")): stored_args_text(n) for g in _graphs_of(doc) for n in g.get("nodes", [])
                    if str(n.get("target", ""))[len(EDGE_PREFIX):] in _REPLACEMENTS}

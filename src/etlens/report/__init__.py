@@ -48,14 +48,19 @@ class ReportResult:
     data: ReportData | None = None
     #: share of the run time spent in delegate calls (0-1; None when unknown)
     delegated_share: float | None = None
+    #: the :class:`~etlens.passes.session.BuildSession` that built the model (``report_from_model``)
+    session: Any = None
 
 
 def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = None,
                           debug_buffer: str | None = None, pte: str | None = None, trace: Any = None,
                           title: str = "etlens report", subtitle: str = "", metric: str = "MSE",
                           gap_threshold: float | None = None, extra_files: dict[str, str] | None = None,
-                          on_stage: Any = None, inside: Any = None) -> ReportResult:
+                          on_stage: Any = None, inside: Any = None, method: str | None = None) -> ReportResult:
     """Write the report for device artifacts to ``output``; side files go next to it.
+
+    ``method``: the method whose runs make the headline and the operator table (default: the one
+    that did the work, e.g. ``forward`` next to an LLM's metadata methods).
 
     ``on_stage(name)`` (optional) is told when ``analyze`` (Inspector, numerics, delegation) and
     ``render`` start. ``inside`` (from :func:`report_from_model`) holds the per-op values inside the
@@ -65,7 +70,8 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.splitext(os.path.basename(output))[0]
     inputs = ReportInputs(etdump=etdump, etrecord=etrecord, debug_buffer=debug_buffer, pte=pte, trace=trace,
-                          title=title, subtitle=subtitle, metric=metric, gap_threshold=gap_threshold)
+                          title=title, subtitle=subtitle, metric=metric, gap_threshold=gap_threshold,
+                          method=method)
     if on_stage is not None:
         on_stage("analyze")
     data = collect(inputs)
@@ -97,22 +103,26 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     (default ``etlens report: <name>``).
 
     Stages (one progress bar on a terminal): ``export`` [``quantize``] ``lower`` ``run`` x ``runs``
-    [``trace passes``] ``analyze`` ``render``. The user's code runs here (its errors:
-    :class:`~etlens.report.pipeline.ModelError` naming the stage and the user's frame); lowering and
-    the runtime run in child processes (a native abort becomes an :class:`~etlens.errors.EtlensError`).
+    [``inside the delegates``] ``analyze`` ``render``, the steps of one
+    :class:`~etlens.passes.session.BuildSession` (export, quantize, lower once; with ``trace`` the
+    pass tracer records while that one lowering goes, in the session's worker child).
+    The user's code runs here (its errors: :class:`~etlens.report.pipeline.ModelError` naming the
+    stage and the user's frame); lowering and the runtime run in a child process (a native abort
+    becomes an :class:`~etlens.errors.EtlensError`).
     ``debug_buffer_size`` (bytes; ``None``: sized from the program) is the runtime's buffer for
     intermediate outputs; ``verbose`` shows the children's logs. ``inside_delegates`` (default on):
     also lower + run an instrumented build and show the per-op values inside each delegate
     (:mod:`etlens.report.inside`).
     """
     from .._progress import StageBar
-    from ..errors import EtlensError
-    from .pipeline import build_and_run
+    from ..passes.session import BuildSession
+    from .pipeline import require_executorch
 
+    require_executorch("lowering")
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     stem = os.path.splitext(os.path.basename(output))[0]
     art_dir = os.path.join(out_dir, f"{stem}_artifacts")
-    total = 1 + int(quantize) + 1 + runs + int(trace) + int(inside_delegates) + 2
+    total = 1 + int(quantize) + 1 + runs + int(inside_delegates) + 2
     bar = StageBar(total=total, desc="etlens report", enabled=progress)
     seen: list[str] = []
 
@@ -128,42 +138,32 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
             bar.stage(f"run {i + 2}/{runs}")
 
     files: dict[str, str] = {}
+    session = BuildSession(model, example_inputs, name=name, backend=backend, quantize=quantize, trace=trace,
+                           verbose=verbose, on_stage=on_stage)
     try:
-        arts = build_and_run(model, example_inputs, art_dir, name=name, backend=backend, quantize=quantize,
-                             runs=runs, debug_buffer_size=debug_buffer_size, verbose=verbose,
-                             on_stage=on_stage, on_run=on_run)
+        trace_path = os.path.join(art_dir, f"{name}.trace.json")
+        arts = session.build(art_dir, runs=runs, debug_buffer_size=debug_buffer_size, on_run=on_run,
+                             trace_path=trace_path)
         seen.clear()  # the run stage advanced the bar per run
         files.update({"program (.pte)": arts.pte, "ETRecord": arts.etrecord, "ETDump": arts.etdump,
                       "debug buffer": arts.debug_buffer})
-        the_trace = None
         if trace:
-            on_stage("trace passes")
-            from ..passes.tracer import trace_passes
-
-            trace_path = os.path.join(art_dir, f"{name}.trace.json")
-            try:
-                the_trace = trace_passes(model, example_inputs, backend=backend, quantize=quantize, name=name,
-                                         output=trace_path, progress=False, record_times=True)
-            except EtlensError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the tracer is optional: say how to skip it
-                raise EtlensError(f"trace passes failed: {type(exc).__name__}: {exc}; the program itself lowered "
-                                  "and ran: rerun with --no-trace to report without the pass stepper") from exc
             files["pass trace (etlens trace JSON)"] = trace_path
         inside = None
         if inside_delegates:
             on_stage("inside the delegates")
             from .inside.section import run_for_report
 
-            inside = run_for_report(model, example_inputs, backend=backend, quantize=quantize, metric=metric,
-                                    threshold=gap_threshold)
+            inside = run_for_report(session, metric=metric, threshold=gap_threshold)
         subtitle = (f"model {name} · backend {backend}{' · int8 (pt2e)' if quantize else ''} · "
                     f"{runs} runs on the ExecuTorch runtime")
         result = report_from_artifacts(arts.etdump, output, etrecord=arts.etrecord, debug_buffer=arts.debug_buffer,
-                                       pte=arts.pte, trace=the_trace, title=title or f"etlens report: {name}",
+                                       pte=arts.pte, trace=session.trace, title=title or f"etlens report: {name}",
                                        subtitle=subtitle, metric=metric, gap_threshold=gap_threshold,
                                        extra_files=files, on_stage=on_stage, inside=inside)
+        result.session = session
         bar.advance()
     finally:
+        session.close()
         bar.close()
     return result

@@ -34,6 +34,8 @@ class ReportInputs:
     subtitle: str = ""
     metric: str = "MSE"
     gap_threshold: float | None = None
+    #: the method of the headline and the operator table (None: the one that did the work)
+    method: str | None = None
 
 
 @dataclass
@@ -77,6 +79,10 @@ class ReportData:
     attribution: Any = None
     notes: list[str] = field(default_factory=list)
     inside: Any = None  # InsideResult: per-op values inside delegates (report.inside)
+    #: per-method timings (:class:`etlens.analysis.inspector.methods.MethodTiming`) and the headline's method
+    methods: list = field(default_factory=list)
+    method: str | None = None
+    llm: Any = None  # LlmProfile (analysis.llm) when the program looks like an LLM
 
 
 #: gaps below this (MSE / L1 / max_abs) are float rounding noise, not a divergence
@@ -117,14 +123,34 @@ def op_types_text(value: Any) -> str:
     return str(value)
 
 
-def _latency(data: ReportData, df) -> None:
+def _latency(data: ReportData, df, inspector) -> None:
+    """Headline and per-operator table of the method that did the work (``forward`` in an LLM
+    program), never an average across methods; other methods are listed in ``data.methods``."""
+    from ..analysis.inspector.methods import main_method, method_timings
+
+    data.methods = method_timings(inspector)
+    main = main_method(data.methods)
+    if data.inputs.method is not None:
+        main = next((m for m in data.methods if m.method == data.inputs.method), None)
+        if main is None:
+            raise EtlensError(f"{data.inputs.etdump}: no run of method {data.inputs.method!r}; methods that ran: "
+                              f"{', '.join(m.method for m in data.methods) or 'none'}")
     rows = _execute_rows(df)
-    execute = rows[rows["event_name"] == METHOD_EXECUTE]
-    if len(execute):
-        data.total_latency_ms = float(execute["avg (ms)"].mean())
-        data.runs = int(len(execute["raw"].iloc[0]))
+    if main is not None and "event_block_name" in df.columns:
+        data.method = main.method
+        names = inspector.block_columns
+        keep = [i for i, b in enumerate(names) if i in main.blocks]
+        # DataFrame rows follow the blocks in order; select this method's blocks by position
+        sizes = [len(b) for b in names]
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        pos = [p for i in keep for p in range(starts[i], starts[i] + sizes[i])]
+        if len(df) == sum(sizes):
+            rows = df.iloc[pos]
+        data.total_latency_ms = main.latency
+        data.runs = main.runs
     skip = set(FRAMEWORK_EVENT_NAMES)
     ops = rows[~rows["event_name"].isin(skip)]
+    ops = ops[ops["avg (ms)"].notna()]  # events with debug data but no timing
     if data.total_latency_ms is None and len(ops):
         data.total_latency_ms = float(ops[~ops["is_delegated_op"]]["avg (ms)"].sum())
     total = data.total_latency_ms or 0.0
@@ -139,11 +165,11 @@ def _latency(data: ReportData, df) -> None:
             backend=str(r.get("delegate_backend_name") or "")))
     out.sort(key=lambda o: -o.avg_ms)
     data.op_latency = out
-    calls = ops[ops["event_name"] == DELEGATE_CALL]
-    if total and len(calls):
-        data.delegated_time_share = min(1.0, float(calls["avg (ms)"].sum()) / total)
+    if main is not None:
+        data.delegated_time_share = main.delegated_share
     elif total:
-        data.delegated_time_share = 0.0
+        calls = ops[ops["event_name"] == DELEGATE_CALL]
+        data.delegated_time_share = min(1.0, float(calls["avg (ms)"].sum()) / total) if len(calls) else 0.0
 
 
 def _latency_overlay(data: ReportData, inspector, handle_to_nodes: dict[int, list[str]]) -> None:
@@ -153,8 +179,12 @@ def _latency_overlay(data: ReportData, inspector, handle_to_nodes: dict[int, lis
     event (the whole DELEGATE_CALL) for the same node.
     """
     events: list[tuple[tuple[int, ...], float]] = []
-    for block in inspector.event_blocks:
-        if block.name != "Execute" and any(b.name == "Execute" for b in inspector.event_blocks):
+    main = next((m for m in data.methods if m.method == data.method), None)
+    for bi, block in enumerate(inspector.event_blocks):
+        if main is not None:
+            if bi not in main.blocks:
+                continue
+        elif block.name != "Execute" and any(b.name == "Execute" for b in inspector.event_blocks):
             continue
         for ev in block.events:
             handles = ev.debug_handles
@@ -186,12 +216,22 @@ def _numerics(data: ReportData, inspector, metric: str, threshold: float | None)
         why = getattr(analysis.capture, "fallback_reason", None)
         data.notes.append(f"numerics: reference {analysis.reference_graph!r} run by the {runner}"
                           + (f" (the JSON runner could not: {why})" if why else ""))
+    if analysis.inputs_source and "ETRecord" not in analysis.inputs_source:
+        data.notes.append(f"numerics: the reference ran on inputs {analysis.inputs_source}")
     gap_df = analysis.gap_table(metric)
+    multi = False
+    if not len(gap_df):  # e.g. a bare torch.nn.LSTM/GRU: one op returning (output, state), skipped by default
+        multi_df = analysis.gap_table(metric, multi_output=True)
+        if len(multi_df):
+            gap_df, multi = multi_df, True
+            data.notes.append("numerics: every compared op returns several tensors (a torch.nn.LSTM/GRU layer "
+                              "exports as one such op); the gap table compares each of its tensors "
+                              "(multi_output=True; ExecuTorch's table skips such ops)")
     data.gap_df, data.gap_metric = gap_df, metric
-    data.unpaired_df = analysis.explain_unpaired()
+    data.unpaired_df = analysis.explain_unpaired(multi_output=multi)
     similarity = bool(getattr(get_comparator(metric), "higher_is_better", False))
     data.gap_higher_is_better = similarity
-    suspects = analysis.mispaired()
+    suspects = analysis.mispaired(multi_output=multi)
     if suspects:
         listed = "; ".join(f"{s['op']} (relative MSE {s['relative_mse']:.3g}; the runtime tensor equals "
                            f"{s['equals']}'s output, {s['equals_relative_mse']:.1e})"
@@ -217,7 +257,7 @@ def _numerics(data: ReportData, inspector, metric: str, threshold: float | None)
         threshold = max(best[0] * 0.01, _NOISE_FLOOR) if best[0] > _NOISE_FLOOR else None
     data.gap_threshold = threshold
     if threshold is not None:
-        data.divergence = analysis.first_divergence(threshold, metric, skip_rows=suspects)
+        data.divergence = analysis.first_divergence(threshold, metric, multi_output=multi, skip_rows=suspects)
     return analysis
 
 
@@ -231,10 +271,11 @@ def collect(inputs: ReportInputs) -> ReportData:
         from ..readers.etrecord import read as read_etrecord
 
         record = read_etrecord(inputs.etrecord)
-    inspector = Inspector(etdump_path=inputs.etdump, etrecord=record, debug_buffer_path=inputs.debug_buffer)
+    inspector = Inspector(etdump_path=inputs.etdump, etrecord=record, debug_buffer_path=inputs.debug_buffer,
+                          pte=inputs.pte)
     data.inspector = inspector
     df = inspector.to_dataframe()
-    _latency(data, df)
+    _latency(data, df, inspector)
 
     handle_to_nodes: dict[int, list[str]] = {}
     source = inputs.etrecord or inputs.pte
@@ -273,6 +314,9 @@ def collect(inputs: ReportInputs) -> ReportData:
                 handle_to_nodes.setdefault(h, []).append(node.name)
     if handle_to_nodes:
         _latency_overlay(data, inspector, handle_to_nodes)
+    from ..analysis.llm import llm_profile
+
+    data.llm = llm_profile(inspector, data.method, handle_to_nodes)
     if record is not None and inputs.pte:
         _attribute(data, inspector, inputs.pte, handle_to_nodes)
     return data

@@ -52,18 +52,24 @@ def _viewer(path: str, title: str, height: int = 620) -> str:
 
 
 def _cards(data: ReportData) -> list[Card]:
-    cards = [Card("Total latency", _ms(data.total_latency_ms),
-                  f"mean Method::execute over {data.runs} run(s)" if data.runs else "sum of operator averages")]
+    where = f"'{data.method}': " if data.method and len(data.methods) > 1 else ""
+    others = [m for m in data.methods if m.method != data.method]
+    more = (f"\n(also {sum(m.runs for m in others)} run(s) of {', '.join(m.method for m in others)}, not averaged "
+            "in)") if others else ""
+    cards = [Card(f"Latency of {data.method}" if where else "Total latency", _ms(data.total_latency_ms),
+                  (f"{where}mean Method::execute over {data.runs} run(s)" if data.runs else "sum of operator averages")
+                  + more)]
     d = data.delegation
     if d is not None:
         total = d.num_delegated_nodes + d.num_non_delegated_nodes
         share = d.num_delegated_nodes / total if total else 0.0
         cards.append(Card("Delegated share", _pct(share),
                           f"{d.num_delegated_nodes}/{total} ops in {d.num_delegated_subgraphs} delegate(s); "
-                          f"{_pct(data.delegated_time_share)} of the time in delegate calls",
+                          f"{_pct(data.delegated_time_share)} of operator time in delegate calls",
                           "ok" if share >= 0.9 else "warn"))
     elif data.delegated_time_share is not None:
-        cards.append(Card("Delegated share of time", _pct(data.delegated_time_share), "time in DELEGATE_CALL"))
+        cards.append(Card("Delegated share of time", _pct(data.delegated_time_share),
+                          "share of operator time in DELEGATE_CALL"))
     if data.worst_gap is not None:
         value, ops = data.worst_gap
         cards.append(Card(f"Worst gap ({data.gap_metric})", f"{value:.4g}", ", ".join(ops[-3:]),
@@ -213,6 +219,9 @@ def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str])
                                      "dropdown); added, removed and rewritten nodes are marked."))
     if data.delegation is not None:
         page.sections.append(_delegation_section(data))
+    from .llm_section import llm_section
+
+    page.sections.extend(s for s in [llm_section(data, out_dir, stem, files, _viewer)] if s is not None)
     page.sections.append(_latency_section(data))
     if data.attribution is not None:
         page.sections.append(_module_time_section(data))

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import BackendUnavailableError
-from ..passes.loader import ModelError, user_code
+from ..passes.loader import ModelError
+from ..passes.session import DeviceArtifacts
 
 __all__ = ["DeviceArtifacts", "ModelError", "quantize_pt2e", "lower", "run_with_etdump", "build_and_run"]
 
@@ -40,23 +40,22 @@ __all__ = ["DeviceArtifacts", "ModelError", "quantize_pt2e", "lower", "run_with_
 DEFAULT_DEBUG_BUFFER = 1 << 20
 
 
-@dataclass
-class DeviceArtifacts:
-    """Paths of the files one build-and-run produced (``None`` when not produced)."""
+def require_executorch(what: str) -> None:
+    """Raise :class:`BackendUnavailableError` when ExecuTorch is not installed.
 
-    pte: str
-    etrecord: str
-    etdump: str
-    debug_buffer: str | None
-    pt2: str | None = None
+    Only looks the package up (no import: ``import executorch.exir`` costs seconds, and the report's
+    process never needs it when the native work runs in the worker child, which checks the backend
+    itself and names what to install).
+    """
+    import importlib.util
 
-
-def _require_executorch(what: str) -> None:
     try:
-        import executorch.exir  # noqa: F401
-    except Exception as exc:  # ImportError or a broken install
+        found = importlib.util.find_spec("executorch.exir") is not None
+    except Exception as exc:  # noqa: BLE001 - a broken install
         raise BackendUnavailableError(
             f"{what} needs ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)") from exc
+    if not found:
+        raise BackendUnavailableError(f"{what} needs ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)")
 
 
 def quantize_pt2e(model, inputs, quantizer=None, *, backend: str | Any = "xnnpack", calibration=None):
@@ -65,7 +64,7 @@ def quantize_pt2e(model, inputs, quantizer=None, *, backend: str | Any = "xnnpac
     A thin wrapper over :func:`etlens.passes.quantize.quantize_pt2e` (the step the pass tracer runs
     too) that says what to install when ExecuTorch is missing.
     """
-    _require_executorch("quantization")
+    require_executorch("quantization")
     from ..passes.quantize import quantize_pt2e as _quantize
 
     return _quantize(model, inputs, backend, calibration=calibration, quantizer=quantizer)
@@ -89,7 +88,7 @@ def lower(model, inputs, *, delegate: bool = True, quant: bool = False, backend:
     ``'portable'``: no partitioner) wins over the older ``delegate`` flag when given. Its
     :class:`BackendConfig` supplies the quantizer (``quant=True``) and the partitioners.
     """
-    _require_executorch("lowering")
+    require_executorch("lowering")
     import torch
     from executorch.exir import to_edge_transform_and_lower
 
@@ -102,8 +101,7 @@ def lower(model, inputs, *, delegate: bool = True, quant: bool = False, backend:
         partitioners = cfg.partitioners()
     # ExecuTorch's default edge compile config, as the fixtures and reports have always been built
     edge = to_edge_transform_and_lower(ep, partitioner=partitioners, generate_etrecord=True)
-    if quant or _has_quantized_nodes(ep):
-        _load_quantized_kernels()
+    _load_quantized_kernels(ep)
     return ep, edge, edge.to_executorch()
 
 
@@ -113,12 +111,14 @@ def _has_quantized_nodes(ep: Any) -> bool:
                for n in ep.graph_module.graph.nodes if n.op == "call_function")
 
 
-def _load_quantized_kernels() -> None:
-    try:
-        import executorch.kernels.quantized  # noqa: F401 - registers the quantized_decomposed out variants
-    except ImportError as exc:
-        raise BackendUnavailableError("the program has quantized ops but executorch.kernels.quantized is missing: "
-                                      "reinstall executorch==1.5.1") from exc
+def _load_quantized_kernels(ep: Any) -> None:
+    """Register the operator libraries ``ep`` calls (quantized out variants, ``llama::*``).
+
+    The one home of that decision is :mod:`etlens.passes.oplibs`.
+    """
+    from ..passes import oplibs
+
+    oplibs.load_for(ep)
 
 
 def run_with_etdump(pte_bytes: bytes, inputs, runs: int, etdump_path: str, debug_path: str | None,
@@ -129,7 +129,7 @@ def run_with_etdump(pte_bytes: bytes, inputs, runs: int, etdump_path: str, debug
     ``debug_buffer_size=None`` sizes the buffer from the program
     (:func:`etlens.passes.runner.debug_buffer_bytes`). Returns the outputs of the last run.
     """
-    _require_executorch("running a program")
+    require_executorch("running a program")
     from ..passes.runner import run_program
 
     with tempfile.TemporaryDirectory(prefix="etlens-pte-") as tmp:
@@ -145,66 +145,20 @@ def build_and_run(model, inputs, out_dir: str, *, name: str = "model", backend: 
                   quantize: bool = False, runs: int = 5, debug_buffer_size: int | None = None,
                   save_pt2: bool = False, verbose: bool = False, on_stage: Callable[[str], Any] | None = None,
                   on_run: Callable[[int], Any] | None = None) -> DeviceArtifacts:
-    """Export (+ quantize) here, lower and run in child processes; write ``.pte``/``.etrecord``/``.etdp``.
+    """Export (+ quantize) here, lower and run in a child process; write ``.pte``/``.etrecord``/``.etdp``.
 
     Stages, each announced to ``on_stage``: ``export`` and ``quantize`` run the user's model in this
-    process (errors: :class:`ModelError` with the user's frame); ``lower`` and ``run`` are child
-    processes (:mod:`etlens.passes.runner`; ``on_run(i)`` after each run). ``debug_buffer_size``
-    (bytes) overrides the size computed from the program; ``verbose`` shows the children's logs.
-    A backend given as a :class:`~etlens.passes.backends.BackendConfig` object (not a registered
-    name) is lowered in this process: a child cannot rebuild it.
+    process (errors: :class:`ModelError` with the user's frame); ``lower`` and ``run`` are jobs of
+    one worker child (:mod:`etlens.passes.worker`; ``on_run(i)`` after each run).
+    ``debug_buffer_size`` (bytes) overrides the size computed from the program; ``verbose`` shows
+    the child's logs. A backend given as a :class:`~etlens.passes.backends.BackendConfig` object
+    (not a registered name) is lowered in this process: a child cannot rebuild it. The steps are a
+    :class:`~etlens.passes.session.BuildSession`'s (use one directly to also trace the passes).
     """
-    _require_executorch("lowering")
-    import torch
+    require_executorch("lowering")
+    from ..passes.session import BuildSession
 
-    def stage(label: str) -> None:
-        if on_stage is not None:
-            on_stage(label)
-
-    os.makedirs(out_dir, exist_ok=True)
-    cfg = _backend(backend)
-    cfg.check_available()
-    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
-    base = os.path.join(out_dir, name)
-    arts = DeviceArtifacts(pte=base + ".pte", etrecord=base + ".etrecord", etdump=base + ".etdp",
-                           debug_buffer=base + ".debug.bin", pt2=base + ".pt2" if save_pt2 else None)
-    stage("export")
-    with user_code("export", name):
-        ep = torch.export.export(model, inputs)
-    if quantize:
-        stage("quantize")
-        with user_code("quantize", name):
-            quantized = quantize_pt2e(ep.module(), inputs, backend=cfg)
-            ep = torch.export.export(quantized, inputs)
-    stage("lower")
-    quantized = quantize or _has_quantized_nodes(ep)
-    if isinstance(backend, str) or backend is None:  # a registered name: lower and run in one child
-        from ..passes.runner import lower_and_run
-
-        with tempfile.TemporaryDirectory(prefix="etlens-ep-") as tmp:
-            ep_path = arts.pt2 or os.path.join(tmp, "program.pt2")
-            torch.export.save(ep, ep_path)
-            lower_and_run(ep_path, arts.pte, arts.etrecord, inputs, backend=cfg.name, runs=runs,
-                          etdump_path=arts.etdump, debug_path=arts.debug_buffer, debug_buffer_size=debug_buffer_size,
-                          load_quantized_kernels=quantized, verbose=verbose,
-                          on_stage=lambda s: stage(s) if s == "run" else None, on_run=on_run)
-        return arts
-    from executorch.exir import to_edge_transform_and_lower
-
-    from ..passes.runner import run_program
-
-    edge = to_edge_transform_and_lower(ep, partitioner=cfg.partitioners(), generate_etrecord=True)
-    if quantized:
-        _load_quantized_kernels()
-    et = edge.to_executorch()
-    with open(arts.pte, "wb") as f:
-        f.write(et.buffer)
-    record = et.get_etrecord()
-    record.update_representative_inputs([inputs])
-    record.save(arts.etrecord)
-    if save_pt2:
-        torch.export.save(ep, arts.pt2)
-    stage("run")
-    run_program(arts.pte, inputs, runs=runs, etdump_path=arts.etdump, debug_path=arts.debug_buffer,
-                debug_buffer_size=debug_buffer_size, on_run=on_run, verbose=verbose)
-    return arts
+    with BuildSession(model, inputs, name=name, backend=backend, quantize=quantize, verbose=verbose,
+                      on_stage=on_stage) as session:
+        return session.build(out_dir, runs=runs, debug_buffer_size=debug_buffer_size, save_pt2=save_pt2,
+                             on_run=on_run)

@@ -21,10 +21,11 @@ writes a whole page. Example::
 from __future__ import annotations
 
 import hashlib
-import os
 import html
+import os
 from typing import Any
 
+from .._html import csp_meta
 from .text import format_bytes
 
 __all__ = ["memory_svg", "write_memory_html", "MEMORY_CSS", "TOOLTIP_JS"]
@@ -68,7 +69,9 @@ def _tip(t: Any, labels: list[str]) -> str:
         lines.append(f"node: {t.node}")
     if t.module:
         lines.append(f"module: {t.module}")
-    if t.role:
+    if t.role == "state":
+        lines.append("state: a mutable buffer (e.g. KV cache), kept between runs, live for the whole method")
+    elif t.role:
         lines.append(f"method {t.role}")
     return "\n".join(lines)
 
@@ -109,7 +112,8 @@ def _arena_svg(m: Any, arena: Any, width: int = 960) -> str:
         tip = html.escape(_tip(t, m.instructions), quote=True)
         parts.append(f"<rect class='{cls}' x='{x(t.first):.1f}' y='{my + map_h * t.offset / top:.1f}' "
                      f"width='{max(x(t.last + 1) - x(t.first), 1.5):.1f}' height='{h:.1f}' "
-                     f"fill='{_color(t.producer or str(t.value))}' data-value='{t.value}' data-tip='{tip}'/>")
+                     f"fill='{'#64748b' if t.role == 'state' else _color(t.producer or str(t.value))}' "
+                     f"data-value='{t.value}' data-tip='{tip}'/>")
     parts.append(f"<text x='4' y='{my + 10}' font-size='10' fill='#666'>0</text>")
     parts.append(f"<text x='4' y='{my + map_h}' font-size='10' fill='#666'>{format_bytes(top)}</text>")
     parts.append(f"<text x='{left}' y='{my + map_h + 14}' font-size='10' fill='#666'>instruction 0</text>")
@@ -133,6 +137,13 @@ def memory_svg(report: Any, width: int = 960) -> str:
                      f"{len(a.live_at_peak)} live at the peak")
             if aliases:
                 facts += f" · {len(aliases)} intended alias(es)"
+            state = [t for t in m.state if t.arena == a.id]
+            if state:
+                kv = m.kv_cache()
+                per = kv["bytes_per_token"]
+                facts += (f" · state (KV cache, grey, live all method long, not waste): {len(state)} tensors, "
+                          f"{format_bytes(sum(t.size for t in state))}"
+                          + (f" = {per:g} B/token × max_seq_len {kv['max_seq_len']}" if per == per else ""))
             out.append(f"<p class='facts'>{html.escape(facts)}"
                        + (f" · <span class='bad'>{len(conflicts)} conflicting overlap(s): planner bug</span>"
                           if conflicts else "") + "</p>")
@@ -146,7 +157,7 @@ def memory_svg(report: Any, width: int = 960) -> str:
 def write_memory_html(report: Any, path: str, title: str | None = None) -> str:
     """Write the whole page (offline) and return ``path``."""
     title = title or f"memory · {os.path.basename(report.path)}"
-    doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+    doc = (f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>{html.escape(title)}</title>"
            f"<style>body{{margin:16px}}{MEMORY_CSS}</style></head><body class='etl-mem'>"
            f"<h2>{html.escape(title)}</h2><p class='facts'>Each bar is a planned tensor: x = the instructions it "
            f"is live for, y = its bytes in the arena. The blue curve is the live bytes; the orange dot the peak."

@@ -20,6 +20,13 @@ def format_memory(report: Any, top: int = 10) -> str:
     for m in report.methods:
         lines.append(f"\nmethod {m.name}: {len(m.instructions)} instructions, {len(m.tensors)} planned tensors, "
                      f"non_const_buffer_sizes {list(m.non_const_buffer_sizes)}")
+        if m.state:
+            kv = m.kv_cache()
+            per = kv["bytes_per_token"]
+            lines.append(f"  state (mutable buffers, e.g. the KV cache; live for the whole method, not waste): "
+                         f"{kv['tensors']} tensors, {kv['bytes']} B ({format_bytes(kv['bytes'])})"
+                         + (f" = {per:g} B per token x max_seq_len {kv['max_seq_len']}" if per == per else "")
+                         + ": " + ", ".join(kv["names"][:8]) + (" …" if len(kv["names"]) > 8 else ""))
         for a in m.arenas:
             op = m.instructions[a.peak_at] if 0 <= a.peak_at < len(m.instructions) else "-"
             lines.append(f"  arena {a.id}: size {a.size} B ({format_bytes(a.size)}), peak live {a.peak_live} B at "

@@ -55,14 +55,17 @@ def op_key(name: str, op_types: list[str]) -> str:
     return op_types[-1]
 
 
-def op_totals(inspector) -> list[tuple[str, float, int]]:
-    """``[(op type or event name, total avg time, events)]`` over all blocks, largest first.
+def op_totals(inspector, blocks: "set[int] | None" = None) -> list[tuple[str, float, int]]:
+    """``[(op type or event name, total avg time, events)]`` over all blocks (or the block indices
+    ``blocks``), largest first.
 
     Uses operator events only (not ``OPERATOR_CALL``, not framework events, not delegate-internal
     events, whose time is already inside their ``DELEGATE_CALL``).
     """
     totals: dict[str, list] = {}
-    for b in inspector.block_columns:
+    for bi, b in enumerate(inspector.block_columns):
+        if blocks is not None and bi not in blocks:
+            continue
         stats = b.stats()
         for i, name in enumerate(b.names):
             if name == OPERATOR_CALL or name in _FRAMEWORK or b.is_delegated[i] or not b.has_perf[i]:
@@ -78,10 +81,20 @@ def op_totals(inspector) -> list[tuple[str, float, int]]:
 
 
 def summary_paragraph(inspector, top: int = 5) -> str:
-    """Total time per block, the top operators and the delegated share of time, in one paragraph."""
+    """Total time per block, the top operators and the delegated share of time, in one paragraph.
+
+    In a program with several methods (an LLM's ``forward`` plus its metadata methods) each block
+    names its method, and the top operators and the delegated share are those of the method that
+    did the work (the report's headline method), never mixed across methods.
+    """
+    from ..analysis.inspector.methods import main_method, method_timings
+
     unit = inspector.target_time_scale.value
+    labels = getattr(inspector, "block_methods", None) or []
+    timings = method_timings(inspector) if labels else []
+    multi = len(timings) > 1
     parts = []
-    for b in inspector.block_columns:
+    for bi, b in enumerate(inspector.block_columns):
         stats = b.stats()
         runs = len(b.runs)
         execute = [i for i, n in enumerate(b.names) if n == METHOD_EXECUTE and b.has_perf[i]]
@@ -95,16 +108,22 @@ def summary_paragraph(inspector, top: int = 5) -> str:
                 ops = [i for i, n in enumerate(b.names) if b.has_perf[i]]
             total = float(np.nansum(stats[ops, 3])) if ops else 0.0
             how = "sum of event avgs"
-        parts.append(f"block '{b.name}' ({runs} run{'s' if runs != 1 else ''}, {len(b)} events): "
+        method = f" of {labels[bi]}" if multi and any(bi in m.blocks for m in timings) else ""
+        parts.append(f"block '{b.name}'{method} ({runs} run{'s' if runs != 1 else ''}, {len(b)} events): "
                      f"{total:.4g} {unit} ({how})")
-    totals = op_totals(inspector)
+    main = main_method(timings) if multi else None
+    totals = op_totals(inspector, set(main.blocks) if main is not None else None)
     grand = sum(t for _, t, _ in totals)
     delegated = sum(t for k, t, _ in totals if k.startswith(DELEGATE_CALL))
     text = "; ".join(parts) + "."
+    if main is not None:
+        text += (f" Main method '{main.method}': {main.latency:.4g} {unit} per run over {main.runs} runs"
+                 " (the headline; other methods not averaged in).")
     if totals:
         tops = ", ".join(f"{k} {t:.4g} {unit} ({100 * t / grand:.0f}%, {n} call{'s' if n != 1 else ''})"
                          for k, t, n in totals[:top]) if grand > 0 else ", ".join(k for k, _, _ in totals[:top])
-        text += f" Top operators by average time: {tops}."
-        if grand > 0:
-            text += f" Delegated share of operator time: {100 * delegated / grand:.1f}%."
+        text += f" Top operators{' of ' + main.method if main is not None else ''} by average time: {tops}."
+        share = main.delegated_share if main is not None else (delegated / grand if grand > 0 else None)
+        if share is not None:
+            text += f" Delegated share of operator time: {100 * share:.1f}%."
     return text

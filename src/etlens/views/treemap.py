@@ -17,6 +17,7 @@ import html
 import os
 from typing import Any
 
+from .._html import csp_meta
 from .memory_timeline import TOOLTIP_JS
 from .text import format_bytes
 
@@ -24,6 +25,7 @@ __all__ = ["squarify", "treemap_svg", "write_treemap_html", "TREEMAP_CSS"]
 
 TREEMAP_CSS = """
 .etl-size{font:13px system-ui,sans-serif;color:#1d2433}
+.etl-size td{overflow-wrap:anywhere}
 .etl-size svg{background:#fff;border:1px solid #d8dde8}
 .etl-size rect.leaf{stroke:#fff;stroke-width:1}
 .etl-size rect.leaf:hover{stroke:#000;stroke-width:2}
@@ -133,7 +135,7 @@ def treemap_svg(report: Any, width: int = 960, height: int = 520) -> str:
 def write_treemap_html(report: Any, path: str, title: str | None = None) -> str:
     """Write the whole treemap page (offline) and return ``path``."""
     title = title or f"size · {os.path.basename(report.path)} · {report.total_bytes} bytes"
-    doc = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+    doc = (f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>{html.escape(title)}</title>"
            f"<style>body{{margin:16px}}{TREEMAP_CSS}</style></head><body class='etl-size'>"
            f"<h2>{html.escape(title)}</h2><p>Every byte of the file is in exactly one rectangle (area = bytes). "
            f"Hover for details.</p>{treemap_svg(report)}<script>{TOOLTIP_JS}</script></body></html>")

@@ -3,8 +3,8 @@
 * ``one_per_delegate`` — the truth by construction: ``cumsum`` (which XNNPACK does not take)
   between every two operators, so each delegate holds exactly one ATen operator; every
   delegate-internal event must then be attributed to that delegate's operator.
-* corpus cases ``<name>_fp32`` / ``<name>_int8`` (``tests/corpus/models.py``), for the opt-in
-  ``ETLENS_CORPUS=1`` tests.
+* corpus cases ``<name>_fp32`` / ``<name>_int8`` (``tests/corpus/models.py``), for building the
+  docs/attribution.md table by hand (the corpus tests read the corpus' own builds).
 
 Each case is lowered with XNNPACK and run 3 times by :func:`etlens.report.pipeline.build_and_run`.
 """

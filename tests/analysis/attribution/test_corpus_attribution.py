@@ -1,30 +1,34 @@
 """Real architectures (tests/corpus) lowered to XNNPACK, fp32 and int8: >= 90% of the time of the
 operator events inside delegates is attributed to ATen nodes with a module.
 
-Opt-in (each build takes 20-80 s): ``ETLENS_CORPUS=1 pytest tests/analysis/attribution``; the
-artifacts are cached like the other fixtures.
+Part of the corpus (``-m corpus``, run by scripts/test.sh): it reads the corpus' own builds
+(:func:`tests.corpus.conftest.build_case`, cached per source version and shared with
+tests/corpus/test_corpus.py through the same ``xdist_group``), so it adds no lowering of its own.
 """
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import pytest
 
-from tests.analysis.attribution.conftest import build_cases
 from tests.conftest import requires_executorch
+from tests.corpus.conftest import build_case
 
-pytestmark = [requires_executorch,
-              pytest.mark.skipif(os.environ.get("ETLENS_CORPUS") != "1", reason="set ETLENS_CORPUS=1 (slow builds)")]
+pytestmark = [requires_executorch, pytest.mark.corpus]
+
+#: corpus cases (architecture:config); ConvNeXt has no int8 corpus build, ResNet int8 stands for the CNNs
+CASES = ["vit:fp32-xnnpack", "vit:int8-xnnpack", "bert:fp32-xnnpack", "bert:int8-xnnpack",
+         "convnext:fp32-xnnpack", "resnet:int8-xnnpack"]
 
 
-@pytest.mark.parametrize("case", ["vit_fp32", "vit_int8", "bert_fp32", "bert_int8", "convnext_fp32",
-                                  "convnext_int8"])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.replace(":", "-"), marks=pytest.mark.xdist_group(c))
+                                  for c in CASES])
 def test_corpus_attribution(case):
     import etlens
 
-    a = build_cases(case)[case]
+    a = build_case(*case.split(":"))
+    assert a.result.get("ok"), a.result.get("error")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         insp = etlens.Inspector(etdump_path=a.etdump, etrecord=a.etrecord, pte=a.pte)

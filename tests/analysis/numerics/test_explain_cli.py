@@ -160,7 +160,7 @@ def test_copied_record_is_not_mutated(both, tmp_path):
     from etlens.analysis import numerics
 
     a = numerics.calculate_numeric_gap(ours, "MSE", reference_graph="exported_program")
-    ours.numerics_cache.clear()  # the cache the Inspector owns
+    numerics.api._cache_of(ours).clear()  # the analyses kept for this Inspector
     b = numerics.calculate_numeric_gap(ours, "MSE", reference_graph="exported_program")
     assert [list(x) for x in a.aot_ops] == [list(x) for x in b.aot_ops]
     shutil.rmtree(tmp_path, ignore_errors=True)

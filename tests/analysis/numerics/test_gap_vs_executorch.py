@@ -25,7 +25,6 @@ def test_edge_reference_equals_executorch(both, case):
 
 def test_json_runner_is_used_and_matches_deserialized_program(both):
     """The fast path (reference run straight from the JSON) gives the deserialized program's rows."""
-    from etlens.analysis import numerics
     from etlens.analysis.numerics.capture import capture_reference, resolve_reference
     from etlens.analysis.numerics.jsonrun import JsonProgram
 
@@ -36,7 +35,10 @@ def test_json_runner_is_used_and_matches_deserialized_program(both):
     assert isinstance(fast.program, JsonProgram) and not isinstance(slow.program, JsonProgram)
     # the deserialized graph has getitem nodes the JSON does not (they are never captured)
     assert fast.handles == {k: v for k, v in slow.handles.items() if "getitem" not in k}
-    inputs = numerics.api._representative_inputs(record)
+    from etlens.analysis.numerics.inputs import reference_inputs
+    from etlens.analysis.record import as_record
+
+    inputs, _ = reference_inputs(as_record(record))
     a, b = capture_reference(fast, inputs), capture_reference(slow, inputs)
     assert list(a.outputs) == list(b.outputs)
     assert a.op_names == b.op_names

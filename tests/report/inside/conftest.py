@@ -24,7 +24,7 @@ def _key() -> str:
     # what _build.py runs (not bisect.py / section.py: the cases use neither)
     files = [inside / f for f in ("__init__.py", "engine.py", "graph.py", "result.py")] + [
         ROOT / "src" / "etlens" / "report" / "pipeline.py", ROOT / "src" / "etlens" / "passes" / "quantize.py",
-        ROOT / "src" / "etlens" / "passes" / "runner.py",
+        *(ROOT / "src" / "etlens" / "passes" / f for f in ("worker.py", "child.py", "describe.py", "session.py")),
         ROOT / "tests" / "corpus" / "models.py", HERE / "faults.py", HERE / "_build.py"]
     for p in files:
         h.update(p.read_bytes())

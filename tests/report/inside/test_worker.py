@@ -8,7 +8,7 @@ import signal
 import pytest
 
 from etlens.errors import EtlensError
-from etlens.passes.runner import NativeStageError, NativeWorker
+from etlens.passes.worker import NativeStageError, Worker
 from etlens.report.inside.engine import _named_in_error
 from etlens.report.inside.graph import Exposure
 from tests.conftest import requires_executorch
@@ -52,17 +52,21 @@ def test_worker_survives_errors_and_crashes(tmp_path):
 
     model, inputs = get_demo("mlp")
     torch.export.save(torch.export.export(model.eval(), inputs), tmp_path / "a.pt2")
-    with NativeWorker() as worker:
-        outs, info = worker.lower_and_run(str(tmp_path / "a.pt2"), inputs, describe=True)
+    pt2, pte = str(tmp_path / "a.pt2"), str(tmp_path / "a.pte")
+    with Worker() as worker:
+        info = worker.lower(pt2, pte, describe=True)
+        outs = worker.run(pte, inputs)
         torch.testing.assert_close(outs[0], model(*inputs), rtol=1e-4, atol=1e-5)
         assert info["outputs"][0]["backend"] == "XnnpackBackend"
-        pid = worker._proc.pid
+        pid = worker.pid
         with pytest.raises(NativeStageError, match="lower failed: MissingDataError: .*missing.pt2: no such file"):
-            worker.lower_and_run(str(tmp_path / "missing.pt2"), inputs)
-        worker.lower_and_run(str(tmp_path / "a.pt2"), inputs)
-        assert worker._proc.pid == pid  # a Python error does not cost a new child
+            worker.lower(str(tmp_path / "missing.pt2"), pte)
+        worker.run(pte, inputs)
+        assert worker.pid == pid  # a Python error does not cost a new child
         os.kill(pid, signal.SIGKILL)  # as a native abort would
         with pytest.raises(NativeStageError, match="crashed in its child process"):
-            worker.lower_and_run(str(tmp_path / "a.pt2"), inputs)
-        outs, _ = worker.lower_and_run(str(tmp_path / "a.pt2"), inputs)  # a fresh child
-        assert worker._proc.pid != pid and worker.jobs == 5
+            worker.run(pte, inputs)
+        outs = worker.run(pte, inputs)  # a fresh child
+        assert worker.pid != pid and worker.jobs == 6 and worker.children == 2
+        assert worker.by_job == {"lower": 2, "run": 4}
+        assert "aten::add.out" in worker.list_operators()

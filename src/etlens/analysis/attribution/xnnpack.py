@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from .base import EventMatch
+from .types import EventMatch
 
 __all__ = ["XnnpackAttributor", "parse_event_name", "event_kind_matches"]
 

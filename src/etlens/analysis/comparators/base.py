@@ -264,7 +264,8 @@ def _tensor_numpy64(np: Any, t: Any) -> Any:
     """A CPU tensor as float64 numpy (dtypes numpy lacks go through torch's exact conversion)."""
     if str(t.dtype) in ("torch.bfloat16", "torch.complex32") or "float8" in str(t.dtype):
         t = t.to(dtype=__import__("torch").float64)
-    return np.asarray(t.numpy(), dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # a signalling NaN (uninitialised memory a kernel logged) stays a NaN
+        return np.asarray(t.numpy(), dtype=np.float64)
 
 
 def _finder(names: Any) -> Callable[[tuple], list[str]]:

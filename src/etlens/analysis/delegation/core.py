@@ -46,6 +46,7 @@ from typing import Any
 
 from ...errors import EtlensError, MissingDataError, UnsupportedFormatError
 from ...model import Graph, Node
+from .facts import STRUCTURAL
 
 __all__ = [
     "DelegationBreakdown",
@@ -78,11 +79,6 @@ KNOWN_BACKENDS = frozenset(
 
 _SUFFIX = re.compile(r"_[\d]+$")
 
-#: Why these non-delegated nodes are not operators a backend could take (no partitioner needed).
-_STRUCTURAL = {
-    "getitem": "not an operator: it reads one output of the previous call (a delegate or a multi-output op)",
-    "alloc": "not an operator: a memory-planning allocation added by to_executorch",
-}
 
 
 def _op_type(node_name: str) -> str:
@@ -292,7 +288,7 @@ def info_from_graph(graph: Graph, source: str = "", notes: list[str] | None = No
         elif _is_call_function(node):
             op_type = _pte_op_type(node.target, node.name) if from_pte else _op_type(node.name)
             add(op_type, False)
-            non_delegated.append(NonDelegatedNode(node.name, op_type, node.target, _STRUCTURAL.get(node.target or "")))
+            non_delegated.append(NonDelegatedNode(node.name, op_type, node.target, STRUCTURAL.get(node.target or "")))
     for backend in sorted(unknown):
         notes.append(f"unknown backend id {backend!r}: not one of the backends ExecuTorch ships; its "
                      "subgraphs are counted, but etlens cannot decode their payloads")

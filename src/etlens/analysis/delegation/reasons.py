@@ -81,12 +81,12 @@ def explain(exported_program: Any, partitioner: Any, names: Iterable[str]) -> di
 
 def _reason(node: Any, ep: Any, parts: list[Any], capture: _Capture) -> str:
     from ...readers import target_name
-    from .core import _STRUCTURAL
+    from .facts import STRUCTURAL
 
     tname = target_name(node.target)
     base = tname.split(".")[0] if tname else ""
-    if base in _STRUCTURAL or tname in _STRUCTURAL:
-        return _STRUCTURAL.get(base) or _STRUCTURAL[tname]
+    if base in STRUCTURAL or tname in STRUCTURAL:
+        return STRUCTURAL.get(base) or STRUCTURAL[tname]
     key = _format_target_name(tname)
     said: list[str] = []
     for p in parts:

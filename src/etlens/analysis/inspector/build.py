@@ -20,13 +20,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...errors import FormatError
 from ...model.events import BlockColumns
+from ...model.timing import elapsed
 from ...readers.etdump import DEBUG, PROFILE, ETDump, RunEvents
 
 __all__ = ["build_blocks"]
 
-_MAX_U32 = 2 ** 32 - 1
 
 
 def _unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -138,25 +137,8 @@ def _event_identity(dump: ETDump, keys: np.ndarray) -> tuple[list[str], list[Any
 
 
 def _elapsed(start: np.ndarray, end: np.ndarray, what: str) -> np.ndarray:
-    """``end - start`` with ExecuTorch's 32-bit wrap-around rule, as float64."""
-    s = start.astype(np.float64) if start.dtype.kind == "f" else start
-    e = end.astype(np.float64) if end.dtype.kind == "f" else end
-    wrap = s > e
-    if start.dtype.kind == "f":
-        out = e - s
-    else:
-        out = (e.astype(np.int64) - s.astype(np.int64)).astype(np.float64)
-    if wrap.any():
-        big = wrap & ((s > _MAX_U32) | (e > _MAX_U32))
-        if big.any():
-            i = int(np.flatnonzero(big)[0])
-            raise FormatError(f"{what}: an event ends before it starts (start {s.ravel()[i]}, end {e.ravel()[i]}) "
-                              "with timestamps above 32 bits, so it is not a 32-bit counter wrap-around; the "
-                              "ETDump timestamps are corrupt")
-        sw = s[wrap].astype(np.float64)
-        ew = e[wrap].astype(np.float64)
-        out[wrap] = (_MAX_U32 - sw) + ew
-    return out
+    """``end - start`` with ExecuTorch's 32-bit wrap-around rule (:func:`etlens.model.timing.elapsed`)."""
+    return elapsed(start, end, what)
 
 
 def build_blocks(dump: ETDump, scale_factor: float,

@@ -38,7 +38,7 @@ from ...errors import EtlensError, FormatError, MissingDataError
 from ...model.events import BlockColumns, PerfData, TimeScale, calculate_time_scale_factor
 from ...readers.etdump import SCALAR_TYPES, V_TENSOR, V_TENSOR_LIST, DebugBuffer, ETDump, read_etdump
 from ..record import Record, as_record
-from .etrecord import _kernel_matches, _method_score
+from .etrecord import kernel_matches, method_score
 from .events import Event, EventBlock, RuntimeOutput
 from .frame import EXCLUDED_COLUMNS_WHEN_PRINTING, EXCLUDED_EVENTS_WHEN_PRINTING, LazyList, build_frame
 from ...schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, OPERATOR_CALL
@@ -117,9 +117,6 @@ class Inspector:
         self._etrecord = _load_record(etrecord)  # as given (ExecuTorch's attribute name)
         #: the ETRecord behind one interface, whichever kind was given (``None`` without one)
         self.record: Optional[Record] = as_record(self._etrecord) if self._etrecord is not None else None
-        #: :func:`etlens.analysis.numerics.analyze` results, keyed by (reference graph, validation,
-        #: keep_outputs): running the reference is the costly part, a new metric reuses it
-        self.numerics_cache: dict[tuple, Any] = {}
         self._dump: ETDump = read_etdump(etdump_path if etdump_path is not None else etdump_data)
         self._buffer: Optional[DebugBuffer] = None
         if debug_buffer_path is not None or debug_buffer_data is not None:
@@ -141,6 +138,9 @@ class Inspector:
         self.pte = pte
         self._attribution: Any = None
         self._consume_etrecord()
+        if not self._block_methods:
+            self._block_methods = [self._method_name()] * len(self._blocks)
+            self._label_blocks()
 
     # -- construction helpers ----------------------------------------------------------------------
     @classmethod
@@ -209,9 +209,10 @@ class Inspector:
             # multi-method program: the dump does not name the method of a run, so attribute each
             # block to the method whose instruction ids and kernels fit its events best
             for bi, block in enumerate(self._blocks):
-                scores = [(_method_score(block, dhm.get(m) or {}, nodes_for(m)), -k, m) for k, m in enumerate(methods)]
+                scores = [(method_score(block, dhm.get(m) or {}, nodes_for(m)), -k, m) for k, m in enumerate(methods)]
                 best = max(scores)
                 self._block_methods[bi] = best[2] if best[0] > 0 else self._method_name()
+        self._label_blocks()
         checked_any = False
         for bi, block in enumerate(self._blocks):
             method = self._block_methods[bi]
@@ -226,27 +227,49 @@ class Inspector:
             return
         self._check_record_matches()
 
+    def _label_blocks(self) -> None:
+        """Blocks that ran no operator belong to a metadata method, not to ``forward`` (see ``methods``)."""
+        from .methods import label_blocks, program_methods
+
+        self._block_methods = label_blocks(self._blocks, self._block_methods, program_methods(self.pte, log))
+
+    @property
+    def block_methods(self) -> List[str]:
+        """The method that ran each block of :attr:`block_columns` (etlens extra).
+
+        The ETDump does not name it: blocks are matched to the ETRecord's methods by their events,
+        and blocks without operator events (the metadata methods of an LLM program) are told apart
+        from ``forward``; with ``pte=`` they are named when the program has one such method.
+        """
+        return list(self._block_methods)
+
     def _check_record_matches(self) -> None:
         """Warn when the ETRecord is evidently not the one of this ETDump's program."""
         from .etrecord import record_maps
 
         framework = FRAMEWORK_EVENT_NAMES
         missing = wrong_kernel = checked = bad_delegate = 0
+        top: dict[int, int] = {}
         for bi, b in enumerate(self._blocks):
             handle_map, delegate_map, _ = record_maps(self.record, self._block_methods[bi])
-            handle_map = handle_map or {}
+            if handle_map is None:
+                continue  # a method the record has no maps for (e.g. a metadata method)
+            top[bi] = max((int(k) for k in handle_map if str(k).lstrip("-").isdigit()), default=-1)
             for i, name in enumerate(b.names):
                 instr = int(b.instruction_ids[i])
                 if name in framework or b.is_delegated[i] or instr < 0:
                     continue
                 if str(instr) not in handle_map:
-                    missing += 1
+                    # instructions of nodes without a debug handle (views, symbolic sizes, ops added
+                    # after the handles were assigned, e.g. llama::update_cache) have no entry; an id
+                    # past every entry means the record's program is shorter than the one that ran
+                    missing += instr > top.get(bi, -1)
                     continue
                 if name == DELEGATE_CALL:
                     if delegate_map is not None and str(instr) not in delegate_map:
                         bad_delegate += 1
                     continue
-                ok = _kernel_matches(name, b.op_types[i])
+                ok = kernel_matches(name, b.op_types[i])
                 if ok is not None:
                     checked += 1
                     wrong_kernel += not ok
@@ -370,21 +393,30 @@ class Inspector:
             "start_time": [starts[i] if has[i] else None for i in range(n)],
         }
 
-    def to_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False):
+    def _method_blocks(self, method: Optional[str]) -> list[int]:
+        from .methods import blocks_of
+
+        return blocks_of(self._block_methods, method, len(self._blocks))
+
+    def to_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False, *,
+                     method: Optional[str] = None):
         """All events of all blocks, one row each, with ExecuTorch's columns and order.
 
         Columns: ``event_block_name, event_name, raw, p10 (ms), p50 (ms), p90 (ms), avg (ms),
         min (ms), max (ms), op_types, delegate_debug_identifier, stack_traces, module_hierarchy,
-        is_delegated_op, delegate_backend_name, debug_data, start_time``.
+        is_delegated_op, delegate_backend_name, debug_data, start_time``. ``method`` (etlens extra)
+        keeps only the blocks of that method (see :attr:`block_methods`).
         """
         import pandas as pd
 
+        keep = self._method_blocks(method)
         if self._event_blocks is not None or include_delegate_debug_data:
-            frames = [b.to_dataframe(include_units, include_delegate_debug_data) for b in self.event_blocks]
+            blocks = self.event_blocks
+            frames = [blocks[i].to_dataframe(include_units, include_delegate_debug_data) for i in keep]
             return pd.concat(frames, ignore_index=True)
         units = f" ({self._target_time_scale.value})" if include_units else ""
         cols: dict[str, list] = {}
-        for b in self._blocks:
+        for b in (self._blocks[i] for i in keep):
             for k, v in self._block_columns(b).items():
                 cols.setdefault(k, []).extend(v)
         if not cols:
@@ -392,10 +424,11 @@ class Inspector:
                                    "(was the program run with ETDump enabled?)")
         return build_frame(cols, units)
 
-    def printed_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False):
+    def printed_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False, *,
+                          method: Optional[str] = None):
         """The table ``print_data_tabular`` prints and ``save_data_to_tsv`` writes: ``OPERATOR_CALL``
         rows and bulky columns (raw timings, debug data …) left out."""
-        df = self.to_dataframe(include_units, include_delegate_debug_data)
+        df = self.to_dataframe(include_units, include_delegate_debug_data, method=method)
         df = df.drop(columns=EXCLUDED_COLUMNS_WHEN_PRINTING)
         for name in EXCLUDED_EVENTS_WHEN_PRINTING:
             df = df[~df["event_name"].str.contains(name)]
@@ -478,18 +511,19 @@ class Inspector:
                     out.setdefault(op, []).append(e)
         return out
 
-    def runtime_intermediate_outputs(self) -> List[RuntimeOutput]:
-        """Every operator event that logged intermediate outputs, for numeric comparison.
+    def runtime_intermediate_outputs(self, column: int = 0, method: Optional[str] = None) -> List[RuntimeOutput]:
+        """Operator events (not ``OPERATOR_CALL``) that logged intermediate outputs, decoded lazily.
 
-        Skips ``OPERATOR_CALL`` (its output is the same as the operator's) and framework events.
-        ``outputs`` decode on first access. Debug handles come from the ETRecord (empty without one).
-        """
+        ``column``: which run of each block (0: the first, as ExecuTorch); ``method``: that method's blocks."""
         out = []
-        for b in self._blocks:
-            r0 = b.runs[0]
+        for bi, b in enumerate(self._blocks):
+            if column >= len(b.runs) or (method is not None and self._block_methods[bi] != method):
+                continue
+            r0 = b.runs[column]
+            n_events = len(self._dump.runs[r0].kind)
             for i, name in enumerate(b.names):
                 idxs = b.debug_events[i]
-                if idxs is None or name == OPERATOR_CALL:
+                if idxs is None or name == OPERATOR_CALL or (len(idxs) and int(idxs.max()) >= n_events):
                     continue
                 h = b.debug_handles[i]
                 handles = () if h is None else ((h,) if isinstance(h, int) else tuple(h))
@@ -497,6 +531,16 @@ class Inspector:
                                          list(b.op_types[i]), b.is_delegated[i], b.backend_names[i],
                                          self._debug_list(r0, idxs)))
         return out
+
+    def run_debug_data(self, block: int, event: Optional[int], column: int) -> list:
+        """What event ``event`` of block ``block`` (None: the method's outputs) logged in the block's
+        ``column``-th run, as numpy arrays or scalars, no torch import (etlens extra; see ``run_values``)."""
+        from .run_values import run_outputs, run_values
+
+        b = self._blocks[block]
+        if event is None:
+            return run_outputs(self._dump, self._buffer, b, column)
+        return run_values(self._dump, self._buffer, b, event, column)
 
     @property
     def has_debug_buffer(self) -> bool:

@@ -25,7 +25,7 @@ from ..record import Record, as_record
 from ...schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES
 
 __all__ = ["RESERVED_FRAMEWORK_EVENT_NAMES", "NodeInfo", "handle_to_nodes", "resolve_block", "record_maps"]
-# (_kernel_matches and _method_score are used by the inspector to check and attribute records)
+# (kernel_matches and method_score are used by the inspector to check and attribute records)
 
 RESERVED_FRAMEWORK_EVENT_NAMES = list(FRAMEWORK_EVENT_NAMES)
 
@@ -192,7 +192,7 @@ def _associate(block: BlockColumns, i: int, nodes: dict[Any, list[NodeInfo]]) ->
                 ops.append(op)
 
 
-def _kernel_matches(name: str, op_types: list[str]) -> bool | None:
+def kernel_matches(name: str, op_types: list[str]) -> bool | None:
     """Whether a portable kernel event (``native_call_addmm.out``) names one of its op types; None when
     there is nothing to check."""
     if not name.startswith("native_call_") or not op_types:
@@ -202,7 +202,7 @@ def _kernel_matches(name: str, op_types: list[str]) -> bool | None:
     return any(base and (base in kernel or kernel in base) for base in bases)
 
 
-def _method_score(block: BlockColumns, handle_map: dict, nodes: dict) -> int:
+def method_score(block: BlockColumns, handle_map: dict, nodes: dict) -> int:
     """How well a method's maps explain a block: +1 per known instruction, +2 / -2 per kernel whose
     name does / does not match the operators its debug handles point to."""
     score = 0
@@ -217,7 +217,7 @@ def _method_score(block: BlockColumns, handle_map: dict, nodes: dict) -> int:
         score += 1
         hs = [handles] if isinstance(handles, int) else handles
         ops = [info[1] for h in hs for info in nodes.get(h, ())]
-        ok = _kernel_matches(name, ops)
+        ok = kernel_matches(name, ops)
         if ok is not None:
             score += 2 if ok else -2
     return score

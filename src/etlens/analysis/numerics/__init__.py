@@ -8,6 +8,7 @@ own modules of this package:
 * :mod:`.tensors` — decode the ETRecord's constant tensors without ``torch.load``;
 * :mod:`.runtime` — pick the runtime's intermediate outputs out of the Inspector's events;
 * :mod:`.match` — pair reference and runtime outputs through their debug handles;
+* :mod:`.delegates` — which node each output of a delegate call is (the partition's boundary);
 * :mod:`.explain` — say why an op or event found no partner.
 
 Example::
@@ -17,6 +18,7 @@ Example::
 """
 
 from .api import (
+                  DELEGATE_OUTPUT_CHOICES,
                   GAP_COLUMNS,
                   KEEP_CHOICES,
                   METRIC_NAMES,
@@ -29,4 +31,5 @@ from .api import (
 )
 
 __all__ = ["calculate_numeric_gap", "explain_unpaired", "first_divergence", "analyze", "NumericalAnalysis",
-           "Divergence", "GAP_COLUMNS", "METRIC_NAMES", "KEEP_CHOICES"]
+           "Divergence", "GAP_COLUMNS", "METRIC_NAMES", "KEEP_CHOICES",
+           "DELEGATE_OUTPUT_CHOICES"]

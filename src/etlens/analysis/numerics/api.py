@@ -41,6 +41,7 @@ Deliberate differences from ExecuTorch (each has a test):
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,23 +49,33 @@ from typing import Any
 
 from ...errors import EtlensError, MissingDataError
 from ..comparators import METRIC_NAMES, NumericalComparatorBase, get_comparator
-from ..inspector import Inspector
-from ..protocols import InspectorLike
+from ..protocols import InspectorLike, is_columnar
 from ..record import Record, as_record
 from .capture import Capture, capture_reference, resolve_reference
+from ...passes import oplibs
+from .inputs import inputs_for_run
+from .jsonrun import JsonProgram
+from .delegates import lazy_output_handles
+from .tensorcheck import align_multi, describe, is_tensor, relative_mse, shapes_differ, sizes_differ
 from .match import HandleNameIndex, PairInfo, PairResult, pair_outputs
 from .reasons import Reason
 from .runtime import RuntimeOutputs, collect_runtime_outputs, runtime_blocks
 
 __all__ = ["calculate_numeric_gap", "explain_unpaired", "first_divergence", "analyze", "NumericalAnalysis",
-           "Divergence", "GAP_COLUMNS", "METRIC_NAMES", "KEEP_CHOICES"]
+           "Divergence", "GAP_COLUMNS", "METRIC_NAMES", "KEEP_CHOICES",
+           "DELEGATE_OUTPUT_CHOICES"]
 
 #: the columns of the gap table, in ExecuTorch's order
 GAP_COLUMNS = ["aot_debug_handle", "aot_ops", "aot_intermediate_output", "runtime_ops", "runtime_debug_handle",
                "runtime_intermediate_output", "gap", "stacktraces"]
 #: ``keep_outputs`` choices: every reference output, or only those a runtime event can pair with
 KEEP_CHOICES = ("all", "compared")
+#: ``delegate_outputs`` choices: each output of a delegate call paired with the node that returns it
+#: (``"graph"``, from the edge program), or ExecuTorch's positional guess (``"executorch"``)
+DELEGATE_OUTPUT_CHOICES = ("graph", "executorch")
 
+#: the method whose runs are compared (the ETRecord's reference programs are ``forward``'s)
+_METHOD = "forward"
 _HINT_ETRECORD = ("export with to_edge_transform_and_lower(..., generate_etrecord=True), then "
                   "etrecord = program.get_etrecord(); etrecord.update_representative_inputs([example_inputs]); "
                   "etrecord.save('model.etrecord')")
@@ -74,9 +85,29 @@ _HINT_DEBUG = ("run the program with ETDump and a debug buffer: "
                "(in C++: ETDumpGen::set_debug_buffer and EventTracerDebugLogLevel::kIntermediateOutputs)")
 
 
+#: analyses already made, per etlens inspector (``id`` -> cache; an entry goes with its inspector):
+#: running the reference is the costly part, a new metric reuses it
+_ANALYSES: dict[int, dict] = {}
+
+
+def _cache_of(inspector: Any) -> dict | None:
+    """The analyses of an etlens ``inspector`` made so far; ``None`` (no caching) for ExecuTorch's."""
+    if not is_columnar(inspector):
+        return None
+    key = id(inspector)
+    cache = _ANALYSES.get(key)
+    if cache is None:
+        try:
+            weakref.finalize(inspector, _ANALYSES.pop, key, None)
+        except TypeError:  # not weakly referenceable: no cache rather than a leak
+            return None
+        cache = _ANALYSES[key] = {}
+    return cache
+
+
 # -- inputs from the inspector -------------------------------------------------------------------
 def _record_of(inspector: InspectorLike) -> Record:
-    if isinstance(inspector, Inspector):
+    if is_columnar(inspector):
         rec = inspector.record
     else:  # ExecuTorch's Inspector keeps the ETRecord it was given (a path or a parsed one)
         rec = inspector._etrecord
@@ -90,18 +121,10 @@ def _record_of(inspector: InspectorLike) -> Record:
                            f"to produce one, {_HINT_ETRECORD}")
 
 
-def _representative_inputs(record: Any) -> tuple:
-    record = as_record(record)
-    inputs = record.representative_inputs()
-    if not inputs:
-        raise MissingDataError(f"{record.path}: no representative inputs recorded, so there is nothing to run the "
-                               f"reference on; {_HINT_ETRECORD}")
-    first = inputs[0] if isinstance(inputs, list) else inputs
-    return first if isinstance(first, tuple) else (first,)
 
 
 def _check_runtime(runtime: RuntimeOutputs, inspector: InspectorLike) -> None:
-    if runtime.n_debug_events and isinstance(inspector, Inspector) and not inspector.has_debug_buffer:
+    if runtime.n_debug_events and is_columnar(inspector) and not inspector.has_debug_buffer:
         # etlens.Inspector without a buffer decodes logged tensors as zeros (as ExecuTorch does):
         # comparing those would report a huge, meaningless gap
         raise MissingDataError(
@@ -159,6 +182,9 @@ class NumericalAnalysis:
         self._aot_names = HandleNameIndex(capture.op_names)
         self._rt_names = HandleNameIndex(runtime.op_names)
         self.last_errors: list[dict] = []  # pairs the last gap_table could not compare
+        self.inputs: tuple | None = None  # what the reference ran on
+        self.inputs_source: str | None = None  # where those inputs came from (ETRecord, --inputs, debug buffer)
+        self.run = 0  # which run of the method was compared (0: the first, an LLM's prefill)
 
     @property
     def reference_graph(self) -> str:
@@ -191,7 +217,7 @@ class NumericalAnalysis:
                                    "detail": f"returns {len(aot_out)} tensors; ExecuTorch's table skips such ops "
                                              f"(pass multi_output=True to compare them by position)"})
                     continue
-                a, b = _align_multi(aot_out, rt_out)
+                a, b = align_multi(aot_out, rt_out)
                 if a is None:
                     errors.append({"debug_handle": aot_handle, "runtime_debug_handle": rt_handle,
                                    "reason": Reason.MULTI_OUTPUT, "info": info,
@@ -203,6 +229,14 @@ class NumericalAnalysis:
                 better = self._same_shape_reference(aot_handle, info, a, b)
                 if better is not None:
                     a = aot_out = better
+                if sizes_differ(a, b):
+                    # broadcasting one against the other gives a number that means nothing ((5, 3, 20)
+                    # against (3, 20) read MSE 0.03 on an exact LSTM): no row, a reason instead
+                    errors.append({"debug_handle": aot_handle, "runtime_debug_handle": rt_handle,
+                                   "reason": Reason.SHAPE_MISMATCH, "info": info,
+                                   "detail": f"reference {describe(a)} vs runtime {describe(b)}: different "
+                                             f"sizes, so these are not the same tensor"})
+                    continue
             todo.append((aot_handle, aot_out, rt_handle, rt_out, info, a, b))
         batch = getattr(comparator, "compare_batch", None)
         single = [(a, b) if not isinstance(a, Sequence) and not isinstance(b, Sequence) else (None, None)
@@ -215,8 +249,8 @@ class NumericalAnalysis:
                     gap = compare(a, b) if compare is not None else [comparator.element_compare(a, b)]
             except (ValueError, RuntimeError, TypeError) as exc:
                 errors.append({"debug_handle": aot_handle, "runtime_debug_handle": rt_handle,
-                               "reason": Reason.SHAPE_MISMATCH if _shapes_differ(a, b) else Reason.NOT_COMPARABLE,
-                               "info": info, "detail": f"{_describe(a)} vs {_describe(b)}: {exc}"})
+                               "reason": Reason.SHAPE_MISMATCH if shapes_differ(a, b) else Reason.NOT_COMPARABLE,
+                               "info": info, "detail": f"{describe(a)} vs {describe(b)}: {exc}"})
                 continue
             rows.append({
                 "aot_debug_handle": aot_handle,
@@ -330,16 +364,16 @@ class NumericalAnalysis:
         out: dict[int, dict] = {}
         for i, (row, info) in enumerate(zip(rows, infos)):
             a, b = row["aot_intermediate_output"], row["runtime_intermediate_output"]
-            if info is None or len(info.aot_handles) < 2 or not (_is_tensor(a) and _is_tensor(b)):
+            if info is None or len(info.aot_handles) < 2 or not (is_tensor(a) and is_tensor(b)):
                 continue
-            chosen = _relative_mse(a, b)
+            chosen = relative_mse(a, b)
             if chosen is None or not chosen > 1e-6:
                 continue
             for h in info.aot_handles:
                 other = self.capture.outputs.get(h)
-                if h == info.aot_handle or not _is_tensor(other) or other.dtype != b.dtype:
+                if h == info.aot_handle or not is_tensor(other) or other.dtype != b.dtype:
                     continue
-                err = _relative_mse(other, b)
+                err = relative_mse(other, b)
                 if err is not None and err < 1e-10:
                     node = self._compared_node(info, row)
                     out[i] = {"op": node.name if node else row["aot_ops"][-1],
@@ -364,21 +398,6 @@ class NumericalAnalysis:
         return explain(self, include_framework_events=include_framework_events, multi_output=multi_output)
 
 
-def _is_tensor(x: Any) -> bool:
-    return hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "numel")
-
-
-def _relative_mse(a: Any, b: Any) -> float | None:
-    """MSE of ``a`` against ``b`` over the mean square of ``b`` (memory order; None: sizes differ)."""
-    if a.numel() != b.numel() or a.numel() == 0 or a.is_complex() or b.is_complex():
-        return None
-    x = a.detach().reshape(-1).double()
-    y = b.detach().reshape(-1).double()
-    mse = float(((x - y) ** 2).mean())
-    scale = float((y ** 2).mean())
-    return mse / scale if scale > 0 else (0.0 if mse == 0 else float("inf"))
-
-
 def _crosses(comparator: Any, gap: float, threshold: float) -> bool:
     """Threshold test for comparators without ``crosses`` (e.g. written against ExecuTorch's base)."""
     if gap != gap:
@@ -392,35 +411,6 @@ def _overrides_compare(comparator: Any) -> bool:
         if "compare" in cls.__dict__:
             return cls.__name__ != "NumericalComparatorBase"
     return False
-
-
-def _describe(x: Any) -> str:
-    if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return f"{str(x.dtype).replace('torch.', '')}{list(x.shape)}"
-    if isinstance(x, Sequence):
-        return "[" + ", ".join(_describe(v) for v in x) + "]"
-    return type(x).__name__
-
-
-def _shapes_differ(a: Any, b: Any) -> bool:
-    sa, sb = getattr(a, "shape", None), getattr(b, "shape", None)
-    return sa is not None and sb is not None and tuple(sa) != tuple(sb)
-
-
-def _numel(x: Any) -> int | None:
-    n = getattr(x, "numel", None)
-    return n() if callable(n) else None
-
-
-def _align_multi(aot_out: Sequence, rt_out: Any) -> tuple[Any, Any]:
-    """Pair a multi-output reference with what the runtime logged, counting from the last output."""
-    rt = list(rt_out) if isinstance(rt_out, Sequence) else [rt_out]
-    if not rt or len(rt) > len(aot_out):
-        return None, None
-    ref = list(aot_out)[len(aot_out) - len(rt):]
-    if any(_numel(r) is None or _numel(r) != _numel(a) for a, r in zip(ref, rt)):
-        return None, None
-    return ref, rt
 
 
 # -- entry points -------------------------------------------------------------------------------------
@@ -466,7 +456,8 @@ def _resolve_validation(disable_debug_handle_valdiation: bool, disable_debug_han
 
 
 def analyze(inspector: InspectorLike, reference_graph: str | None = None, disable_debug_handle_validation: bool = False,
-            keep_outputs: str = "all") -> NumericalAnalysis:
+            keep_outputs: str = "all", delegate_outputs: str = "graph", *, inputs: Any = None,
+            run: int = 0) -> NumericalAnalysis:
     """Capture the reference, select the runtime outputs and pair them (cached on the inspector).
 
     Args:
@@ -477,18 +468,35 @@ def analyze(inspector: InspectorLike, reference_graph: str | None = None, disabl
             ATen node (best effort).
         keep_outputs: ``"all"`` keeps every reference output (as ExecuTorch); ``"compared"`` keeps
             only outputs whose handle occurs in a runtime event, which is what can be compared.
+        delegate_outputs: ``"graph"`` pairs each output of a delegate call that returns several
+            tensors with the node that returns it (the partition's boundary in the edge program,
+            :mod:`.delegates`); ``"executorch"`` keeps ExecuTorch's positional rule, which compares
+            the wrong tensors when the delegate's last nodes are not its outputs (recurrent cells,
+            ConvNeXt's ``permute -> conv -> permute``). Both give the same rows where the rule is right.
+        inputs: what the reference runs on instead of the ETRecord's representative inputs: a
+            tuple of tensors or the path of a ``torch.save``-d one. Without either, the inputs are
+            recovered from the debug buffer where the program's first ops determine them
+            (:mod:`.inputs`; ExecuTorch's ``export_llama`` records none). The analysis keeps what
+            it ran on in ``.inputs`` and where it came from in ``.inputs_source``.
+        run: which run of ``forward`` in the dump is compared: 0 (default) is the first — an LLM's
+            prefill, and the run ExecuTorch compares. ``N > 0`` (a decode step) replays the
+            reference over runs ``0..N`` with each run's inputs (recovered, or ``inputs`` as a list
+            of tuples, one per run), carrying its buffer writes (the KV cache) from run to run.
     """
     if keep_outputs not in KEEP_CHOICES:
         raise EtlensError(f"keep_outputs must be one of {KEEP_CHOICES}, got {keep_outputs!r}")
-    cache_key = (reference_graph, bool(disable_debug_handle_validation), keep_outputs)
-    # an etlens Inspector owns the cache; an ExecuTorch Inspector gets no caching
-    cache = inspector.numerics_cache if isinstance(inspector, Inspector) else None
+    if delegate_outputs not in DELEGATE_OUTPUT_CHOICES:
+        raise EtlensError(f"delegate_outputs must be one of {DELEGATE_OUTPUT_CHOICES}, got {delegate_outputs!r}")
+    cache_key = (reference_graph, bool(disable_debug_handle_validation), keep_outputs, delegate_outputs,
+                 inputs if isinstance(inputs, (str, type(None))) else id(inputs), int(run))
+    cache = _cache_of(inspector)
     if cache is not None and cache_key in cache:
         return cache[cache_key]
 
     with _gc_paused():
         try:
-            analysis = _analyze(inspector, reference_graph, disable_debug_handle_validation, keep_outputs)
+            analysis = _analyze(inspector, reference_graph, disable_debug_handle_validation, keep_outputs,
+                                delegate_outputs, inputs, int(run))
         except EtlensError:
             raise
         except Exception as exc:  # a real model must give rows or a reason, never a raw traceback
@@ -502,12 +510,20 @@ def analyze(inspector: InspectorLike, reference_graph: str | None = None, disabl
 
 
 def _analyze(inspector: InspectorLike, reference_graph: str | None, disable_debug_handle_validation: bool,
-             keep_outputs: str) -> NumericalAnalysis:
-    record = _record_of(inspector)
-    inputs = _representative_inputs(record)
-    runtime = collect_runtime_outputs(runtime_blocks(inspector))
+             keep_outputs: str, delegate_outputs: str = "graph", given_inputs: Any = None,
+             run: int = 0) -> NumericalAnalysis:
+    record = as_record(_record_of(inspector))
+    runtime = collect_runtime_outputs(runtime_blocks(inspector, run=run, method=_METHOD))
     _check_runtime(runtime, inspector)
     ref = resolve_reference(record, reference_graph, bool(disable_debug_handle_validation))
+    if oplibs.load_for(ref.program) and not isinstance(ref.program, JsonProgram):
+        # deserialized before its custom ops (llama::update_cache …) were registered: read it again
+        ref = resolve_reference(record, reference_graph, bool(disable_debug_handle_validation))
+
+    def runtime_of(k: int) -> RuntimeOutputs:
+        return runtime if k == run else collect_runtime_outputs(runtime_blocks(inspector, run=k, method=_METHOD))
+
+    inputs, source, warmup = inputs_for_run(record, given_inputs, run, ref, runtime_of)
     keep = None
     if keep_outputs == "compared":
         wanted = {h for key in runtime.outputs for h in key}
@@ -515,18 +531,22 @@ def _analyze(inspector: InspectorLike, reference_graph: str | None, disable_debu
         def keep(key: tuple) -> bool:
             return bool(key) and key[0] in wanted
 
-    capture = capture_reference(ref, inputs, keep)
+    capture = capture_reference(ref, inputs, keep, warmup)
     if not capture.op_names:
         raise MissingDataError(f"the reference program {ref.name!r} has no nodes with debug handles; "
                                f"regenerate the ETRecord with generate_etrecord=True")
-    paired = pair_outputs(capture.outputs, runtime.outputs)
-    return NumericalAnalysis(capture, runtime, paired, inspector)
+    paired = pair_outputs(capture.outputs, runtime.outputs,
+                          lazy_output_handles(record) if delegate_outputs == "graph" else None)
+    analysis = NumericalAnalysis(capture, runtime, paired, inspector)
+    analysis.inputs, analysis.inputs_source, analysis.run = inputs, source, run
+    return analysis
 
 
 def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
                           disable_debug_handle_valdiation: bool = False, reference_graph: str | None = None, *,
                           disable_debug_handle_validation: bool | None = None, keep_outputs: str = "all",
-                          multi_output: bool = False):
+                          multi_output: bool = False, delegate_outputs: str = "graph", inputs: Any = None,
+                          run: int = 0):
     """Per-op numeric gap between the ETRecord reference and the runtime (ExecuTorch-compatible).
 
     Args:
@@ -538,6 +558,11 @@ def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
         disable_debug_handle_validation: the same switch, spelled correctly.
         keep_outputs: ``"compared"`` bounds memory to the outputs that can be compared.
         multi_output: also compare ops with several outputs (ExecuTorch skips them).
+        inputs: the method's inputs (a tuple, or a ``torch.save`` file) when the ETRecord has no
+            representative inputs (see :func:`analyze`).
+        run: which run of ``forward`` to compare (0: the first, an LLM's prefill; see :func:`analyze`).
+        delegate_outputs: ``"graph"`` (default) or ``"executorch"``: how the outputs of a delegate
+            call with several outputs find their reference op (see :func:`analyze`).
 
     Returns:
         a DataFrame with columns :data:`GAP_COLUMNS`, one row per compared op group; ``gap`` is a list
@@ -545,7 +570,7 @@ def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
     """
     analysis = analyze(inspector, reference_graph,
                        _resolve_validation(disable_debug_handle_valdiation, disable_debug_handle_validation),
-                       keep_outputs)
+                       keep_outputs, delegate_outputs, inputs=inputs, run=run)
     with _gc_paused():
         return analysis.gap_table(distance, multi_output=multi_output)
 

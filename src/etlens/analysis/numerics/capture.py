@@ -188,7 +188,7 @@ def propagate_back_handles(aten_program: Any, export_graph_id: Any, edge_program
 
 
 # -- resolving the reference program -----------------------------------------------------------------
-def _edge_stage(stages: list[str]) -> str | None:
+def pick_edge_stage(stages: list[str]) -> str | None:
     for s in stages:
         if s == EDGE_PROGRAM or s.startswith(EDGE_PROGRAM + "/"):
             if s in (EDGE_PROGRAM, EDGE_PROGRAM + "/forward"):
@@ -242,7 +242,7 @@ def resolve_reference(record: ETRecordLike | Record, reference_graph: str | None
 def _resolve(record: Record, reference_graph: str | None, disable_validation: bool,
              load: Callable[[str], Any]) -> ReferenceProgram:
     stages = record.stages()
-    edge_stage = _edge_stage(stages)
+    edge_stage = pick_edge_stage(stages)
     if reference_graph in (None, EXPORTED_PROGRAM):
         aten = load(EXPORTED_PROGRAM) if EXPORTED_PROGRAM in stages else None
         handles = None
@@ -357,7 +357,7 @@ def _lifted_inputs(program: Any, user_inputs: list) -> list:
 
 
 def capture_reference(ref: ReferenceProgram, inputs: Any,
-                      keep: Callable[[tuple], bool] | None = None) -> Capture:
+                      keep: Callable[[tuple], bool] | None = None, warmup: list | tuple = ()) -> Capture:
     """Run ``ref`` on one set of ``inputs`` and capture each debug handle's output.
 
     Args:
@@ -365,13 +365,20 @@ def capture_reference(ref: ReferenceProgram, inputs: Any,
         inputs: one tuple of model inputs (nested structures are flattened).
         keep: optional ``handle tuple -> bool``; outputs of other handles are not kept (names and
             metadata still are), which bounds memory to what can be compared.
+        warmup: input tuples of earlier runs, run first (nothing captured) with the program's
+            buffer writes carried from run to run, so ``inputs`` runs on the state the device had
+            (an LLM decode step after its prefill); needs the JSON runner.
     """
     from .jsonrun import JsonProgram, Unsupported
 
     fallback_reason = None
+    if warmup and not isinstance(ref.program, JsonProgram):
+        raise MissingDataError(f"comparing a later run needs the reference {ref.name!r} run from the ETRecord's JSON "
+                               "with its state carried across runs; this program is not read that way: compare the "
+                               "first run")
     if isinstance(ref.program, JsonProgram):
         try:
-            return _capture_json(ref, inputs, keep)
+            return _capture_json(ref, inputs, keep, warmup)
         except Unsupported as exc:
             if ref.fallback is None:
                 raise MissingDataError(f"cannot run the reference program {ref.name!r}: {exc}") from exc
@@ -389,7 +396,8 @@ def capture_reference(ref: ReferenceProgram, inputs: Any,
     return cap
 
 
-def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bool] | None) -> Capture:
+def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bool] | None,
+                  warmup: list | tuple = ()) -> Capture:
     import torch
     from torch.utils._pytree import tree_leaves
 
@@ -431,7 +439,9 @@ def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bo
 
     with _reference_grad_mode(torch):
         try:
-            prog.run(list(tree_leaves(inputs)), on_node)
+            for earlier in warmup:
+                prog.run(list(tree_leaves(earlier)), None, carry_state=True)
+            prog.run(list(tree_leaves(inputs)), on_node, carry_state=bool(warmup))
         except (Unsupported, MissingDataError):
             raise
         except Exception as exc:

@@ -42,6 +42,8 @@ class _Context:
     merged_delegated: dict[tuple, bool] = field(default_factory=dict)
     merged_has_data: dict[tuple, bool] = field(default_factory=dict)
     err_by_aot: dict[tuple, dict] = field(default_factory=dict)
+    #: errors by the reference handle whose output was chosen for the pair (e.g. sizes differ)
+    err_by_chosen: dict[tuple, dict] = field(default_factory=dict)
     err_by_rt: dict[tuple, dict] = field(default_factory=dict)
     unp_ref: dict[tuple, Any] = field(default_factory=dict)
     unp_rt: dict[tuple, Any] = field(default_factory=dict)
@@ -76,6 +78,8 @@ def _index_leftovers(ctx: _Context, errors: list[dict], unpaired: list) -> None:
         info = err.get("info")
         for h in (info.aot_handles if info is not None else [err["debug_handle"]]):
             ctx.err_by_aot.setdefault(tuple(h), err)
+        if info is not None:
+            ctx.err_by_chosen.setdefault(tuple(info.aot_handle), err)
     for u in unpaired:
         if u.side == "reference":
             ctx.unp_ref.setdefault(tuple(u.debug_handle), u)
@@ -91,6 +95,10 @@ def _explain_covered(ctx: _Context, node: Any, common: dict) -> Explanation:
     info = ctx.infos[r]
     rt_handle = tuple(ctx.rows[r]["runtime_debug_handle"])
     target = cap.last_node.get(info.aot_handle) if info is not None else None
+    err = ctx.err_by_chosen.get(handle)
+    if err is not None and last == name:  # this op's own output was paired but could not be compared
+        return Explanation("reference", name, node.target, handle, err["reason"], err["detail"], row=None,
+                           **common)
     if info is not None and handle == info.aot_handle and last != name:
         return Explanation("reference", name, node.target, handle, Reason.SHARES_HANDLE,
                            f"shares debug handle {_handle_text(handle)} with {last}, "
@@ -151,11 +159,11 @@ def _explain_node(ctx: _Context, node: Any) -> Explanation | None:
 
 def _unused_events(analysis: Any, include_framework_events: bool) -> list[Explanation]:
     """Runtime events that were never candidates for a row (framework events, no handle, superseded …)."""
-    from ..inspector import Inspector
+    from ..protocols import is_columnar
 
     rt = analysis.runtime
     unused = rt.unused
-    if include_framework_events or isinstance(analysis.inspector, Inspector):
+    if include_framework_events or is_columnar(analysis.inspector):
         # the fast runtime path saw only events that logged outputs: list the others from the full blocks
         try:
             unused = collect_runtime_outputs(runtime_blocks(analysis.inspector, fast=False)).unused

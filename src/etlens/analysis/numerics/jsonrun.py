@@ -119,6 +119,13 @@ class JsonNode:
 _SOURCE_RE = re.compile(r'"name": "([^"\\]*)", "target": "[^"\\]*", "graph_id": (-?\d+)')
 
 
+#: ``operator`` functions a program may call on symbolic ints / bools (``_operator.ge`` in a guard)
+_SYM_OPERATORS = frozenset({"add", "sub", "mul", "floordiv", "truediv", "mod", "pow", "neg", "ge", "gt", "le",
+                            "lt", "eq", "ne", "and_", "or_", "not_"})
+#: higher-order operators run eagerly (their subject is an ``as_operator`` argument)
+_HIGHER_ORDER = frozenset({"torch.ops.higher_order.auto_functionalized",
+                           "torch.ops.higher_order.auto_functionalized_v2"})
+
 _DTYPES = EXPORT_DTYPES
 _MEMORY_FORMATS = EXPORT_MEMORY_FORMATS
 _LAYOUTS = EXPORT_LAYOUTS
@@ -142,7 +149,13 @@ class JsonProgram:
         self.nodes = [JsonNode(str(n.get("name") or _first_output_name(n)), n.get("target", ""), n.get("inputs", []),
                                n.get("outputs", []), n.get("metadata") or {}) for n in graph.get("nodes", [])]
         self._graph_inputs = graph.get("inputs", [])
+        #: ``{value name: serialized tensor meta}`` (dtype, sizes) of the graph's values
+        self.tensor_meta: dict = graph.get("tensor_values", {})
         self._specs = (gm.get("signature") or {}).get("input_specs", [])
+        # {value name: buffer name} of the values the program writes back into its buffers (a KV cache)
+        self._mutations = {(b.get("arg") or {}).get("name"): b.get("buffer_name")
+                           for spec in (gm.get("signature") or {}).get("output_specs", [])
+                           for kind, b in spec.items() if kind == "buffer_mutation"}
         # ``state_dict`` may be a thunk returning (state_dict, constants): loaded on the first run only
         self._tensors = state_dict if callable(state_dict) else None
         self.state_dict = {} if callable(state_dict) else (state_dict or {})
@@ -193,6 +206,12 @@ class JsonProgram:
                 raise Unsupported(f"input kind {kind!r}")
         return env
 
+    def load_tensors(self) -> None:
+        """Read the state dict and constants now (they are loaded on the first run otherwise)."""
+        if self._tensors is not None:
+            self.state_dict, self.constants = self._tensors()
+            self._tensors = None
+
     def _state(self, key: str) -> Any:
         if key in self.state_dict:
             return self.state_dict[key]
@@ -238,6 +257,8 @@ class JsonProgram:
             return [list(x) for x in v]
         if kind == "as_complex":
             return complex(v["real"], v["imag"])
+        if kind == "as_operator":
+            return self.resolve(v)
         raise Unsupported(f"argument kind {kind!r}")
 
     @staticmethod
@@ -255,6 +276,13 @@ class JsonProgram:
 
         if target in ("_operator.getitem", "operator.getitem"):
             return operator.getitem
+        module, _, fname = target.rpartition(".")
+        if module in ("_operator", "operator") and fname in _SYM_OPERATORS:
+            return getattr(operator, fname)  # arithmetic / comparisons on symbolic ints (guards, slice ends)
+        if target in _HIGHER_ORDER:
+            # functionalized custom in-place ops (``llama::update_cache`` on a KV cache): eager, the
+            # op itself is an ``as_operator`` argument
+            return getattr(torch.ops.higher_order, target.rpartition(".")[2])
         if not target.startswith("torch.ops.") or target.startswith("torch.ops.higher_order."):
             raise Unsupported(f"operator {target!r}")
         parts = target[len("torch.ops."):].split(".")
@@ -266,24 +294,31 @@ class JsonProgram:
             raise Unsupported(f"operator {target!r} is not registered with torch ({exc})") from exc
 
     def run(self, user_inputs: list, on_node: Callable[[JsonNode, Any, bool], None] | None = None,
-            keep: Callable[[str], bool] | None = None) -> None:
+            keep: Callable[[str], bool] | None = None, carry_state: bool = False) -> None:
         """Execute every node in order on ``user_inputs`` (flat list), calling ``on_node(node, result,
         overwritten)``; ``overwritten``: a later in-place op writes ``result``'s memory (keep a copy).
 
         Values are dropped after their last use unless ``keep(name)`` says otherwise, so memory stays
-        at the live set of the forward pass plus what ``on_node`` keeps.
+        at the live set of the forward pass plus what ``on_node`` keeps. With ``carry_state`` the
+        values the program writes back into its buffers (``buffer_mutation`` outputs: an LLM's KV
+        cache) replace those buffers afterwards, so the next run starts from this run's state, as
+        on the device.
         """
+        if carry_state and self._mutations:
+            kept = keep
+            mutated = set(self._mutations)
+
+            def keep(name: str) -> bool:  # noqa: F811 - the written-back values must survive their last use
+                return name in mutated or (kept is not None and kept(name))
         from ...readers import ensure_quant_ops
 
         if any("quantized_decomposed" in n.target for n in self.nodes):
             ensure_quant_ops()  # importing torch.ao.quantization costs ~1 s: only when needed
-        if self._tensors is not None:
-            self.state_dict, self.constants = self._tensors()
-            self._tensors = None
+        self.load_tensors()
         env = self._lifted_inputs(user_inputs)
         last_use: dict[str, int] = {}
         for i, node in enumerate(self.nodes):
-            for name in _input_names(node.inputs):
+            for name in input_names(node.inputs):
                 last_use[name] = i
         ops = {}
         for node in self.nodes:
@@ -292,20 +327,27 @@ class JsonProgram:
         written = _written_later(self.nodes, ops) if on_node is not None else set()
         for i, node in enumerate(self.nodes):
             fn = ops[node.target]
-            if fn is operator.getitem:
+            if fn is operator.getitem or getattr(fn, "__module__", None) in ("_operator", "operator"):
                 args = [self._arg(a["arg"], env) for a in node.inputs]
                 result = fn(*args)
             else:
-                kwargs = {a["name"]: self._arg(a["arg"], env) for a in node.inputs}
-                result = fn(**kwargs)
+                # unnamed inputs are positional (a higher-order op's operator argument)
+                args = [self._arg(a["arg"], env) for a in node.inputs if not a["name"]]
+                kwargs = {a["name"]: self._arg(a["arg"], env) for a in node.inputs if a["name"]}
+                result = fn(*args, **kwargs)
             self._bind(node, result, env)
             if on_node is not None:
                 # a value a later in-place op overwrites (``hidden += residual`` exports as ``add_``)
                 # must be copied by a caller that keeps it, to keep the value this node computed
                 on_node(node, result, node.name in written)
-            for name in _input_names(node.inputs):
+            for name in input_names(node.inputs):
                 if last_use.get(name) == i and (keep is None or not keep(name)):
                     env.pop(name, None)
+        if carry_state and self._mutations:
+            self.state_dict = dict(self.state_dict)  # never write into a dict the record may share
+            for value, buffer in self._mutations.items():
+                if env.get(value) is not None and buffer:
+                    self.state_dict[buffer] = env[value].detach().clone()
 
     @staticmethod
     def _bind(node: JsonNode, result: Any, env: dict) -> None:
@@ -395,14 +437,14 @@ def written_later(steps: list[tuple[str, Any, Callable[[], dict[str, list[str]]]
 def _written_later(nodes: list[JsonNode], ops: dict[str, Any]) -> set[str]:
     steps: list = []
     for n in nodes:
-        steps.append((n.name, ops[n.target], lambda n=n: {a["name"]: _input_names([a]) for a in n.inputs}))
+        steps.append((n.name, ops[n.target], lambda n=n: {a["name"]: input_names([a]) for a in n.inputs}))
         # the other tensors a node returns (``unbind``'s pieces) are elements of its result
         steps.extend((t, operator.getitem, lambda n=n: {"self": [n.name]})
-                     for t in _output_names(n.outputs) if t != n.name)
+                     for t in output_names(n.outputs) if t != n.name)
     return written_later(steps)
 
 
-def _output_names(outputs: list) -> list[str]:
+def output_names(outputs: list) -> list[str]:
     names = []
     for o in outputs:
         (kind, v), = o.items()
@@ -439,7 +481,7 @@ def _sym_name(arg: Any) -> str | None:
     return None
 
 
-def _input_names(inputs: list) -> list[str]:
+def input_names(inputs: list) -> list[str]:
     out = []
     for a in inputs:
         (kind, v), = a["arg"].items()

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .reasons import Reason
 
@@ -144,7 +144,8 @@ class PairInfo:
     aot_handle: tuple  # the single reference handle whose output is compared, e.g. (7,)
     aot_handles: list[tuple]  # every reference handle in the group
     runtime_handle: tuple
-    runtime_choice: str = ""  # how the runtime tensor was picked ("", "position", "shape", "shape+dtype", "last")
+    runtime_choice: str = ""  # how the runtime tensor was picked ("", "position", "shape", "shape+dtype", "last",
+    # "delegate output map")
 
 
 @dataclass
@@ -221,7 +222,7 @@ def _unpairable_group(aot: list[tuple], rt: list[tuple]) -> list[Unpaired]:
             + [Unpaired("runtime", k, Reason.AMBIGUOUS, detail) for k in rt])
 
 
-def _multi_output_value(aot_out: Any, rt_out: Any, neg: int, key: tuple, rt_handle: tuple
+def _multi_output_value(aot_out: Any, rt_out: Any, neg: int, key: tuple, rt_handle: tuple, num_outputs: int = 1
                         ) -> tuple[Any, Any] | Unpaired:
     """``(reference tuple, runtime tuple)`` for a reference op with several outputs, or why not."""
     if not _is_seq(rt_out) or not rt_out:
@@ -230,6 +231,9 @@ def _multi_output_value(aot_out: Any, rt_out: Any, neg: int, key: tuple, rt_hand
     last = rt_out[neg] if len(rt_out) >= -neg else None
     if isinstance(last, list) and all(_shape(t) is not None for t in last):
         mapped = last
+    elif _shape(last) is not None and num_outputs == len(aot_out) and len(rt_out) > num_outputs:
+        # a delegate call logs its inputs, then its outputs: the op's tensors are the last ones
+        mapped = rt_out[-num_outputs:]
     elif _shape(last) is not None:
         mapped = rt_out
     else:
@@ -252,13 +256,44 @@ def _single_output_value(aot_out: Any, rt_out: Any, i: int, num_outputs: int, rt
     return rt_out[neg], "position"
 
 
+def _numel(x: Any) -> int | None:
+    n = getattr(x, "numel", None)
+    return n() if callable(n) and hasattr(x, "dtype") else None
+
+
+def _delegate_output_keys(rt_handle: tuple, rt_out: Any, num_outputs: int, aot_map: dict,
+                          output_handles: Callable[[tuple], list | None] | None) -> list[tuple] | None:
+    """The reference handle of each runtime output ``i`` (``-(i+1)``-th tensor) from the delegate's own
+    output map, when it is known, has one handle per output and every size agrees; else None.
+
+    ExecuTorch's rule takes the handle at position ``-(i+1)`` of the handle tuple, which is the
+    delegate's ``i``-th output from the end only when its last nodes are its outputs in reverse
+    order (not so in a recurrent step: see :mod:`.delegates`).
+    """
+    if output_handles is None or num_outputs < 2 or not _is_seq(rt_out) or len(rt_out) < num_outputs:
+        return None
+    outs = output_handles(rt_handle)
+    if not outs or len(outs) != num_outputs:
+        return None
+    keys = [(outs[num_outputs - 1 - i],) for i in range(num_outputs)]
+    for i, key in enumerate(keys):
+        ref = aot_map.get(key)
+        if ref is None or _is_seq(ref):
+            continue
+        if _numel(ref) is not None and _numel(rt_out[-(i + 1)]) is not None and \
+                _numel(ref) != _numel(rt_out[-(i + 1)]):
+            return None  # the map does not describe what the runtime logged: keep the positional rule
+    return keys
+
+
 def _pair_group(result: PairResult, group: int, rt_handle: tuple, rt_out: Any, num_outputs: int,
-                aot_map: dict) -> None:
+                aot_map: dict, output_handles: Callable[[tuple], list | None] | None = None) -> None:
     """Pair runtime output ``i`` (the ``-(i+1)``-th handle / tensor) of one event with its reference output."""
     aot_handles = list(aot_map)
     combined = {k[0] for k in aot_handles if k}
     rt_set = set(rt_handle)
     made = 0
+    mapped = _delegate_output_keys(rt_handle, rt_out, num_outputs, aot_map, output_handles)
     for i in range(num_outputs):
         neg = -(i + 1)
         if not combined <= rt_set:
@@ -272,7 +307,7 @@ def _pair_group(result: PairResult, group: int, rt_handle: tuple, rt_out: Any, n
                 "runtime", rt_handle, Reason.MULTI_OUTPUT,
                 f"the event has {num_outputs} outputs but only {len(rt_handle)} debug handles", rt_handle))
             break
-        key = (rt_handle[neg],)
+        key = mapped[i] if mapped is not None else (rt_handle[neg],)
         if key not in aot_map:
             result.unpaired.append(Unpaired(
                 "runtime", rt_handle, Reason.NO_REFERENCE_OUTPUT,
@@ -280,7 +315,7 @@ def _pair_group(result: PairResult, group: int, rt_handle: tuple, rt_out: Any, n
             continue
         aot_out = aot_map[key]
         if _is_seq(aot_out):
-            picked = _multi_output_value(aot_out, rt_out, neg, key, rt_handle)
+            picked = _multi_output_value(aot_out, rt_out, neg, key, rt_handle, num_outputs)
             if isinstance(picked, Unpaired):
                 result.unpaired.append(picked)
                 continue
@@ -291,6 +326,8 @@ def _pair_group(result: PairResult, group: int, rt_handle: tuple, rt_out: Any, n
                 result.unpaired.append(picked)
                 continue
             aot_value, (rt_value, choice) = aot_out, picked
+            if mapped is not None and mapped[i] != (rt_handle[neg],):
+                choice = "delegate output map"
         _record_pair(result, (rt_handle, aot_value), rt_value,
                      PairInfo(group, i, key, aot_handles, rt_handle, choice))
         made += 1
@@ -314,7 +351,8 @@ def _record_pair(result: PairResult, map_key: tuple, rt_value: Any, info: PairIn
     result.mapping[map_key] = (map_key[0], rt_value)
 
 
-def pair_outputs(aot_outputs: dict, runtime_outputs: dict) -> PairResult:
+def pair_outputs(aot_outputs: dict, runtime_outputs: dict,
+                 output_handles: Callable[[tuple], list | None] | None = None) -> PairResult:
     """Pair reference outputs with (merged) runtime outputs, ExecuTorch's way, near-linearly.
 
     Args:
@@ -322,6 +360,9 @@ def pair_outputs(aot_outputs: dict, runtime_outputs: dict) -> PairResult:
             tensors for multi-output ops, or a Python scalar).
         runtime_outputs: ``{merged_runtime_handle_tuple: (output, num_outputs)}`` where ``output`` is
             the list of tensors the event logged.
+        output_handles: ``handle tuple -> [handle of each output, in output order]`` for delegate
+            calls (:meth:`.delegates.DelegateOutputs.output_handles`); where it answers with one handle
+            per output, it replaces ExecuTorch's positional guess for events with several outputs.
 
     Returns:
         a :class:`PairResult`; ``mapping`` equals ExecuTorch's ``map_runtime_aot_intermediate_outputs``
@@ -345,7 +386,8 @@ def pair_outputs(aot_outputs: dict, runtime_outputs: dict) -> PairResult:
             continue
         rt_handle = rt[0]
         rt_out, num_outputs = runtime_outputs[rt_handle]
-        _pair_group(result, group_no, rt_handle, rt_out, num_outputs, {k: aot_outputs[k] for k in aot})
+        _pair_group(result, group_no, rt_handle, rt_out, num_outputs, {k: aot_outputs[k] for k in aot},
+                    output_handles)
         group_no += 1
     return result
 

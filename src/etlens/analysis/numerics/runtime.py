@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...errors import EtlensError
 from ..protocols import InspectorLike
 from .match import merge_runtime_handles
 from .reasons import Reason
@@ -91,15 +92,27 @@ class _Block:
     events: list
 
 
-def runtime_blocks(inspector: InspectorLike, fast: bool = True) -> list:
+def runtime_blocks(inspector: InspectorLike, fast: bool = True, run: int = 0, method: str | None = None) -> list:
     """The inspector's event blocks, or with ``fast`` and an ``etlens.Inspector``, light blocks built
     from its columnar ``runtime_intermediate_outputs()`` holding only events that logged outputs
-    (the same selection, without building an ``Event`` for each of the dump's events)."""
-    from ..inspector import Inspector
+    (the same selection, without building an ``Event`` for each of the dump's events).
 
-    if fast and isinstance(inspector, Inspector):
+    ``run``: which run of each block gives the values (0: the first, as ExecuTorch; an LLM's
+    prefill); ``method``: only that method's blocks (an etlens Inspector that knows it; the
+    metadata methods of an LLM program log their returned constants, which are no operator's).
+    """
+    from ..protocols import is_columnar
+
+    if is_columnar(inspector):
+        methods = set(getattr(inspector, "block_methods", ()) or ())
+        method = method if method in methods else None
+        if run or method is not None:
+            fast = True
+    elif run:
+        raise EtlensError("comparing a run other than the first needs an etlens Inspector")
+    if fast and is_columnar(inspector):
         blocks: dict[str, _Block] = {}
-        for ro in inspector.runtime_intermediate_outputs():
+        for ro in inspector.runtime_intermediate_outputs(run, method):
             blocks.setdefault(ro.block, _Block(ro.block, [])).events.append(_Ev(ro))
         return list(blocks.values())
     return list(inspector.event_blocks)

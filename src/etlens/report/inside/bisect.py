@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...passes.inputs import args_for
 from .graph import Exposure, instrument, value_of
 
 __all__ = ["bisect_first_crossing"]
@@ -51,7 +52,7 @@ def bisect_first_crossing(cycles: Any, src: Any, exposures: list[Exposure], rows
             cache[k] = False
             return False
         with torch.no_grad():
-            sim = gm(*cycles.inputs)
+            sim = gm(*args_for(gm, cycles.inputs))
         first = None
         for i, e in enumerate(prefix):
             ref = float_values.get(e.float_node) if e.float_node else None

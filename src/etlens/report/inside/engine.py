@@ -23,8 +23,11 @@ half is built on its own, down to single values; a value that cannot be exposed 
 ``method["unexposed"]`` with the error.
 
 All lowering and running happens in one child process, a
-:class:`~etlens.passes.runner.NativeWorker` (``import torch`` + executorch paid once for every
-cycle; a native abort fails a cycle, never the user's process). The worker records each program
+:class:`~etlens.passes.worker.Worker` (``import torch`` + executorch paid once for every
+cycle; a native abort fails a cycle, never the user's process). Given a
+:class:`~etlens.passes.session.BuildSession` (``session=``, as ``etlens report`` does), the float
+export, the quantized module and the worker are the session's: nothing is exported, quantized or
+started again. The worker records each program
 output's edge name at partition time, so a backend error naming a node ("Output node
 'aten__softmax_default' is already in the inputs") maps exactly to the exposure to drop.
 
@@ -46,6 +49,7 @@ import time
 from typing import Any
 
 from ...errors import EtlensError
+from ...passes.inputs import args_for, as_args
 from .graph import Exposure, capture, instrument, plan, value_of
 from .result import InsideResult
 
@@ -71,7 +75,7 @@ def _flat(outputs: Any) -> list:
 
 
 class _Cycles:
-    """Lower + run cycles in one :class:`~etlens.passes.runner.NativeWorker` child, counted, timed, with a bar.
+    """Lower + run cycles in one :class:`~etlens.passes.worker.Worker` child, counted, timed, with a bar.
 
     Each cycle exports the graph here (torch only), saves it, and has the worker lower it for the
     backend and run it once (no ETRecord, no ETDump: the values come back as program outputs). The
@@ -79,19 +83,21 @@ class _Cycles:
     (an :class:`~etlens.errors.EtlensError`), never this process.
     """
 
-    def __init__(self, backend: Any, inputs: tuple, bar: Any, *, quantized: bool, verbose: bool = False) -> None:
-        from ...passes.runner import NativeWorker
+    def __init__(self, backend: Any, inputs: tuple, bar: Any, *, quantized: bool, verbose: bool = False,
+                 worker: Any = None) -> None:
+        from ...passes.worker import Worker
 
         self.backend, self.inputs, self.bar, self.quantized = backend, inputs, bar, quantized
         self.count, self.seconds, self.each = 0, 0.0, []
         self.dir = tempfile.mkdtemp(prefix="etlens-inside-")
-        self.worker = NativeWorker(verbose=verbose)
+        self.own_worker = worker is None  # a session's worker outlives these cycles
+        self.worker = Worker(verbose=verbose) if worker is None else worker
 
     def __call__(self, gm: Any, label: str) -> tuple[list, list[tuple[bool, str | None, int | None]]]:
         """Lower ``gm`` and run it once; return ``(flat outputs, where each output was computed)``.
 
         ``where``: per output ``(inside a delegate, backend id, delegate index)``. A failure raises
-        the worker's :class:`~etlens.passes.runner.NativeStageError`, whose ``details`` name the
+        the worker's :class:`~etlens.passes.worker.NativeStageError`, whose ``details`` name the
         program's outputs as the backend's error messages do.
         """
         import torch
@@ -101,15 +107,17 @@ class _Cycles:
         self.count += 1
         try:
             try:
-                ep = torch.export.export(gm, self.inputs)
+                ep = torch.export.export(gm, args_for(gm, self.inputs))
             except Exception as exc:  # noqa: BLE001 - export errors come in many types
                 raise EtlensError(f"inside-delegates: torch.export of the {label} failed ({type(exc).__name__}: "
                                   f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
             path = os.path.join(self.dir, f"c{self.count}.pt2")
             torch.export.save(ep, path)
-            outs, info = self.worker.lower_and_run(path, self.inputs, backend=self.backend.name, describe=True,
-                                                   load_quantized_kernels=self.quantized)
+            pte = os.path.join(self.dir, f"c{self.count}.pte")
+            info = self.worker.lower(path, pte, backend=self.backend.name, describe=True, quantized=self.quantized)
+            outs = self.worker.run(pte, self.inputs, runs=1, quantized=self.quantized)
             os.remove(path)
+            os.remove(pte)
         finally:
             self.each.append(round(time.perf_counter() - start, 3))
             self.seconds += self.each[-1]
@@ -120,7 +128,8 @@ class _Cycles:
     def close(self) -> None:
         import shutil
 
-        self.worker.close()
+        if self.own_worker:
+            self.worker.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -207,7 +216,7 @@ def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[di
 def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack", quantize: bool = False,
                      metric: str = "MSE", threshold: float | None = None, bisect: bool = False,
                      comparators: list | None = None, calibration: list | None = None,
-                     progress: bool | None = None, observe: bool = True) -> InsideResult:
+                     progress: bool | None = None, observe: bool = True, session: Any = None) -> InsideResult:
     """Per-op values inside each delegate of ``model`` lowered for ``backend``, against the float model.
 
     Args:
@@ -222,6 +231,8 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
         progress: show a bar over the lower + run cycles (default: when stderr is a terminal).
         observe: also lower + run the production program (the observer-effect baseline and the
             time anchor); ``False`` saves that cycle.
+        session: a :class:`~etlens.passes.session.BuildSession` of this model, backend and
+            quantization: its export, quantized module and worker child are reused.
     """
     import torch
 
@@ -233,29 +244,39 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
     if bisect and threshold is None:
         raise EtlensError("--bisect needs --fail-on-gap: the bisect looks for the first value crossing it")
     cfg = get_backend("portable" if backend in (None, "", "none") else backend)
-    cfg.check_available()
+    if session is None or session.in_process:  # a session's worker child checks it (no ExecuTorch import here)
+        cfg.check_available()
     primary = get_comparator(metric)
     cmps = [get_comparator(m) for m in METRICS] + [get_comparator(c) for c in (comparators or [])]
     if primary.name not in {c.name for c in cmps}:
         cmps.append(primary)
-    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    inputs = as_args(inputs)  # nested (x, (h0, c0)) kept: export takes it; instrumented builds take it flat
     model = model.eval() if hasattr(model, "eval") else model
 
-    try:
-        float_gm = torch.export.export(model, inputs).module()
-    except Exception as exc:  # noqa: BLE001 - export errors come in many types
-        raise EtlensError(f"inside-delegates: torch.export failed on the model ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}); the model must be exportable") from exc
+    if session is not None:  # the session's one export / quantization
+        inputs = session.inputs
+        float_gm = session.float_module()
+    else:
+        try:
+            float_gm = torch.export.export(model, inputs).module()
+        except Exception as exc:  # noqa: BLE001 - export errors come in many types
+            raise EtlensError(f"inside-delegates: torch.export failed on the model ({type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0] if str(exc) else ''}); the model must be exportable") from exc
     float_values = capture(float_gm, inputs)
     handle_of = {n.name: i + 1 for i, n in enumerate(n for n in float_gm.graph.nodes if n.op == "call_function")}
-    src = quantize_pt2e(model, inputs, backend=cfg, calibration=calibration) if quantize else float_gm
+    if not quantize:
+        src = float_gm
+    elif session is not None:
+        src = session.quantized_module
+    else:
+        src = quantize_pt2e(model, inputs, backend=cfg, calibration=calibration)
     exposures = plan(src, set(handle_of) if quantize else None)
     if not exposures:
         raise EtlensError("inside-delegates: the model has no floating-point op whose value can be exposed")
 
     probes = max(1, len(exposures)).bit_length() + 1 if bisect else 0
     pbar = bar(total=1 + int(observe) + probes, desc="inside delegates", unit="lower+run", enabled=progress)
-    cycles = _Cycles(cfg, inputs, pbar, quantized=quantize)
+    cycles = _Cycles(cfg, inputs, pbar, quantized=quantize, worker=session.worker if session is not None else None)
     try:
         prod_outs = cycles(src, "production program")[0] if observe else None
         plain_seconds = cycles.seconds if observe else None
@@ -293,7 +314,7 @@ def _rows(builds: list[tuple], inputs: tuple, float_values: dict, handle_of: dic
     rows: list[tuple[int, dict]] = []
     for exposures, gm, _n, outs, where in builds:
         with torch.no_grad():
-            ref_outs = _flat(gm(*inputs))
+            ref_outs = _flat(gm(*args_for(gm, inputs)))
         for e in exposures:
             idx = e.output_index
             value = value_of(e, outs)

@@ -102,9 +102,18 @@ def _float_tensor(node: Any) -> bool:
     return hasattr(val, "dtype") and getattr(val.dtype, "is_floating_point", False)
 
 
+#: ops whose result is no activation: quantization bookkeeping (the dynamic int8 activation path of an
+#: 8da4w linear, which XNNPACK fuses into the GEMM: exposed alone it returns zeros) and in-place cache
+#: writes (``llama::update_cache`` returns a dummy tensor)
+_NOT_VALUES = ("choose_qparams", "quantize_affine", "update_cache")
+
+
 def _compute(node: Any) -> bool:
     """A float op that computes something new (not q/dq, not view-like, not a placeholder)."""
-    if node.op != "call_function" or _is_q(node) or _is_dq(node) or "choose_qparams" in str(node.target):
+    if node.op != "call_function" or _is_q(node) or _is_dq(node) or any(k in str(node.target) for k in _NOT_VALUES):
+        return False
+    src = node.args[0] if node.args and _op_name(node) == "getitem" else None
+    if src is not None and any(k in str(getattr(src, "target", "")) for k in _NOT_VALUES):
         return False
     if _op_name(node) in VIEW_LIKE:
         return False
@@ -171,7 +180,17 @@ def plan(gm: Any, float_names: set[str] | None = None) -> list[Exposure]:
     def ref(name: str) -> str | None:
         return name if float_names is None or name in float_names else None
 
+    # values computed from weights alone (an 8da4w weight's dequantize, a rope table) are no activations:
+    # lowering folds them into constants, and a constant returned as an output is refused by the partitioner
+    # ("constant data node … is tagged with (tag0) but has user (output)")
+    live: set[str] = set()
     for n in nodes:
+        if n.op == "placeholder" or any(a.name in live for a in n.all_input_nodes):
+            live.add(n.name)
+
+    for n in nodes:
+        if n.name not in live:
+            continue
         if _is_q(n) and n.args and hasattr(n.args[0], "op") and _compute(n.args[0]):
             group = sorted(_cone(n.args[0], assigned), key=lambda x: order[x.name])
             assigned.update(g.name for g in group)

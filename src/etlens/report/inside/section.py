@@ -115,21 +115,23 @@ def section(data: Any) -> Section | None:
     return Section("inside", "Inside the delegates", body, intro)
 
 
-def run_for_report(model: Any, inputs: tuple, *, backend: str, quantize: bool, metric: str,
-                   threshold: float | None) -> Any:
-    """Run the analysis for the report; ``None`` when the backend delegates nothing (portable).
+def run_for_report(session: Any, *, metric: str, threshold: float | None) -> Any:
+    """Run the analysis for the report on ``session``'s model; ``None`` when the backend delegates nothing.
 
-    The threshold defaults to :func:`default_threshold` of the rows (the first divergence then
-    marks where drift starts).
+    ``session`` (a :class:`~etlens.passes.session.BuildSession` that already built the production
+    program) lends its export, its quantized module and its worker child: no new export,
+    quantization or child start. The threshold defaults to :func:`default_threshold` of the rows
+    (the first divergence then marks where drift starts).
     """
     from ...analysis.comparators import get_comparator
     from .engine import inside_delegates
 
+    backend = session.backend
     if backend in (None, "", "portable", "none"):
         return None
     # the report already lowered + ran the production program; one more cycle for the instrumented one
-    result = inside_delegates(model, inputs, backend=backend, quantize=quantize, metric=metric,
-                              threshold=threshold, progress=False, observe=False)
+    result = inside_delegates(session.model, session.inputs, backend=backend, quantize=session.quantize,
+                              metric=metric, threshold=threshold, progress=False, observe=False, session=session)
     if threshold is None:
         higher = bool(getattr(get_comparator(metric), "higher_is_better", False))
         t = default_threshold(result.rows, higher)

@@ -1,0 +1,26 @@
+"""The one Content-Security-Policy of the pages etlens writes (plumbing shared by every layer that writes HTML).
+
+Every page is a single offline file: inline script and style, ``data:`` images and fonts, and
+nothing else — no fetch, no form, no ``<base>``, no frame from elsewhere. A hostile string that
+slipped past escaping still could not load or send anything. The viewer's template
+(``views/html/assets/viewer.html``) spells the same policy (a test checks they agree); the report,
+which embeds viewer pages as ``srcdoc`` frames, adds only the frame sources it needs.
+
+Example::
+
+    from etlens._html import csp_meta
+    page = f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>…"
+"""
+
+from __future__ import annotations
+
+__all__ = ["CSP", "csp_meta"]
+
+#: the viewer's policy: inline script/style, data: images and fonts, no network, no forms, no <base>
+CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+       "font-src data:; connect-src 'none'; form-action 'none'; base-uri 'none'")
+
+
+def csp_meta(policy: str = CSP) -> str:
+    """The ``<meta http-equiv="Content-Security-Policy">`` tag for ``policy`` (put it first in ``<head>``)."""
+    return f'<meta http-equiv="Content-Security-Policy" content="{policy}">'

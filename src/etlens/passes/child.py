@@ -1,0 +1,209 @@
+"""The child side of :class:`etlens.passes.worker.Worker`: read job files, run them, answer.
+
+Started as ``python -c "from etlens.passes.child import main; main()"``. It reads job file paths
+from stdin, one a line (an empty line: stop), runs each job by its name in :data:`JOBS` and
+answers on its stdout — which it keeps for the protocol alone (``stage``, ``size``, ``run``,
+``done`` / ``failed``; see :mod:`etlens.passes.worker`) while anything else printed goes to stderr,
+the worker's log. A Python error in a job is written to the job's ``error.json`` and answered
+``failed``; the child then takes the next job. A native abort ends the child; the parent reads the
+cause from the log.
+
+Every job first loads the operator libraries it needs in one place, :func:`load_op_libraries`
+(today: ExecuTorch's quantized kernels for programs with ``quantized_decomposed`` ops).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Callable
+
+__all__ = ["main", "JOBS", "load_op_libraries"]
+
+
+def main() -> None:
+    """Serve jobs until stdin ends or an empty line arrives."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # keep stdout for the protocol; stray prints go to the log
+    for line in sys.stdin:
+        job_path = line.strip()
+        if not job_path:
+            break
+        proto.write("done\n" if run_job_file(job_path, proto) else "failed\n")
+    proto.close()
+    sys.stderr.flush()
+
+
+def run_job_file(job_path: str, proto: Any) -> bool:
+    """Run the job at ``job_path``; on a Python error write its ``error.json`` and return False."""
+    with open(job_path, encoding="utf-8") as f:
+        job = json.load(f)
+    try:
+        proto.write(f"stage {job['job']}\n")
+        load_op_libraries(job)
+        result = JOBS[job["job"]](job, proto)
+        with open(job["result"], "w", encoding="utf-8") as f:
+            json.dump(result or {}, f)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises an EtlensError
+        import traceback
+
+        traceback.print_exc()
+        text = str(exc).strip()
+        with open(job["error"], "w", encoding="utf-8") as f:
+            json.dump({"type": type(exc).__name__, "message": text.splitlines()[0] if text else "",
+                       "traceback": traceback.format_exc()}, f)
+        sys.stderr.flush()
+        return False
+    return True
+
+
+def load_op_libraries(job: dict[str, Any]) -> None:
+    """Load the operator libraries ``job`` needs before it lowers or runs anything (the one place).
+
+    ``job["quantized"]``: ``True`` loads ExecuTorch's quantized kernels (``quantized_decomposed``
+    out variants; needed to lower and to run int8 programs). Then :func:`etlens.passes.oplibs.load_for`
+    loads whatever the program to lower (``ep``) or to run (``pte``) calls (``llama::*``,
+    ``torchao::*``, ``quantized_decomposed::*`` …).
+    """
+    from . import oplibs
+
+    oplibs.load(["executorch.kernels.quantized"] if job.get("quantized") else [])
+    program = job.get("ep") if job["job"] == "lower" else job.get("pte") if job["job"] == "run" else None
+    if program:
+        oplibs.load_for(program)
+
+
+# ---------------------------------------------------------------------------------------------
+# lower
+# ---------------------------------------------------------------------------------------------
+def lower(job: dict[str, Any], proto: Any) -> dict[str, Any]:
+    """Lower the saved ExportedProgram; with ``trace``, record the pass snapshots during this lowering."""
+    import torch
+
+    from ..model.trace import Trace
+    from ..readers.exported import load_exported_program
+    from .backends import get_backend
+    from .describe import describe_delegates, recording
+
+    cfg = get_backend(job["backend"])
+    cfg.check_available()
+    ep = load_exported_program(job["ep"])  # registers the pytree types of its inputs/outputs first
+    edge = None
+    result: dict[str, Any] = {"traced_lowering": False}
+    trace_job = job.get("trace")
+    if trace_job:
+        from .tracer import PipelineTracer, lowering_stages
+
+        proto.write("stage trace\n")
+        t = PipelineTracer.resume(cfg, Trace.load(trace_job["seed"]), trace_job["ids"],
+                                  record_times=trace_job.get("record_times", True))
+        try:
+            edge = lowering_stages(t, cfg, ep, production=True)
+        except Exception as exc:  # noqa: BLE001 - the trace is extra: the plain lowering below still runs
+            result["trace_error"] = f"{type(exc).__name__}: {exc}"
+        t.trace.save(trace_job["output"])
+        result["traced_lowering"] = edge is not None
+        if edge is None and t.error is not None:
+            result["trace_error"] = str(t.error)
+        proto.write("stage lower\n")
+    if edge is None:  # no trace, or the traced pipeline stopped early: the plain lowering
+        from executorch.exir import to_edge_transform_and_lower
+
+        partitioners = cfg.partitioners()
+        if job.get("describe"):
+            partitioners = [recording(partitioners[0], job["describe"]), *partitioners[1:]] if partitioners else []
+        # ExecuTorch's default edge compile config, as the fixtures and reports have always been built
+        edge = to_edge_transform_and_lower(ep, partitioner=partitioners, generate_etrecord=bool(job.get("etrecord")))
+    if job.get("describe"):
+        describe_delegates(edge.exported_program(), job["describe"])
+    et = edge.to_executorch()
+    with open(job["pte"], "wb") as f:
+        f.write(et.buffer)
+    if job.get("etrecord"):
+        record = et.get_etrecord()
+        if job.get("representative_inputs"):
+            record.update_representative_inputs([tuple(torch.load(job["representative_inputs"], weights_only=True))])
+        record.save(job["etrecord"])
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# run
+# ---------------------------------------------------------------------------------------------
+def run(job: dict[str, Any], proto: Any) -> dict[str, Any]:
+    """Run the ``.pte`` ``runs`` times with ETDump (+ debug buffer); save the last outputs."""
+    import torch
+    from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
+
+    from .debug_buffer import debug_buffer_bytes, trim_debug_buffer
+
+    size = job.get("debug_buffer_size")
+    if job.get("debug") and size is None:
+        size = debug_buffer_bytes(job["pte"], job["runs"])
+        proto.write(f"size {size}\n")
+    from .inputs import flatten_inputs
+
+    flat = flatten_inputs(torch.load(job["inputs"], weights_only=True))  # the runtime takes a flat list
+    with open(job["pte"], "rb") as f:
+        program = f.read()  # kept alive: the runtime reads from this buffer without copying it
+    module = _load_for_executorch_from_buffer(program, enable_etdump=bool(job.get("etdump")),
+                                              debug_buffer_size=size if job.get("debug") else 0)
+    outputs = None
+    for i in range(job["runs"]):
+        outputs = module.forward(flat)
+        proto.write(f"run {i}\n")
+    if job.get("debug"):
+        module.write_etdump_result_to_file(job["etdump"], job["debug"])
+        trim_debug_buffer(job["etdump"], job["debug"])
+    elif job.get("etdump"):
+        module.write_etdump_result_to_file(job["etdump"])
+    torch.save(list(outputs or []), job["outputs"])
+    return {"debug_buffer_size": size}
+
+
+# ---------------------------------------------------------------------------------------------
+# bundled-run, list-operators
+# ---------------------------------------------------------------------------------------------
+def bundled_run(job: dict[str, Any], proto: Any) -> dict[str, Any]:
+    """Run every case of ``work/cases.json``; one JSON line per case in ``work/results.jsonl``."""
+    import numpy as np
+    import torch
+    from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
+
+    work = job["work"]
+    with open(os.path.join(work, "program.pte"), "rb") as f:
+        program = f.read()  # kept alive: the runtime reads from this buffer without copying it
+    module = _load_for_executorch_from_buffer(program)
+    with open(os.path.join(work, "cases.json"), encoding="utf-8") as f:
+        cases = json.load(f)
+    arrays = np.load(os.path.join(work, "cases.npz"))
+    with open(os.path.join(work, "results.jsonl"), "a", encoding="utf-8") as out:
+        for case in cases:
+            s, c = case["suite"], case["index"]
+            inputs = [torch.from_numpy(arrays[f"in_{s}_{c}_{k}"]) if spec["kind"] == "tensor" else spec["value"]
+                      for k, spec in enumerate(case["inputs"])]
+            try:
+                outs = module.run_method(case["method"], inputs)
+            except Exception as exc:  # noqa: BLE001 - reported per case to the parent
+                out.write(json.dumps({"suite": s, "index": c, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
+                out.flush()
+                continue
+            saved = {f"o{k}": o.detach().numpy() if hasattr(o, "detach") else np.asarray(o) for k, o in enumerate(outs)}
+            np.savez(os.path.join(work, f"out_{s}_{c}.npz"), **saved)
+            out.write(json.dumps({"suite": s, "index": c, "outputs": len(saved)}) + "\n")
+            out.flush()
+    return {"cases": len(cases)}
+
+
+def list_operators(job: dict[str, Any], proto: Any) -> dict[str, Any]:
+    """The operator names the runtime has kernels for (``aten::add.out``)."""
+    from executorch.extension.pybindings import portable_lib
+
+    return {"operators": sorted(portable_lib._get_operator_names())}
+
+
+#: job name -> function(job, protocol stream) -> result dict
+JOBS: dict[str, Callable[[dict[str, Any], Any], dict[str, Any]]] = {
+    "lower": lower, "run": run, "bundled-run": bundled_run, "list-operators": list_operators,
+}

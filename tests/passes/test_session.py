@@ -1,0 +1,79 @@
+"""A report builds its model once: one export (+ one pt2e quantization), one lowering, in one child.
+
+``report_from_model`` goes through :class:`etlens.passes.session.BuildSession`; these tests count
+what the etlens process does (``torch.export.export`` calls, quantizations, any lowering in this
+process) and what the session's worker child was asked to do.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import requires_executorch
+
+
+@requires_executorch
+@pytest.mark.slow
+def test_report_exports_quantizes_and_lowers_once(tmp_path, monkeypatch):
+    import executorch.exir
+    import torch
+
+    import etlens.passes.quantize as quantize_mod
+    from etlens.demos import get_demo
+    from etlens.report import report_from_model
+
+    exports, quantizations = [], []
+    real_export, real_quantize = torch.export.export, quantize_mod.quantize_pt2e
+
+    def counting_export(*args, **kwargs):
+        exports.append(type(args[0]).__name__)
+        return real_export(*args, **kwargs)
+
+    def counting_quantize(*args, **kwargs):
+        quantizations.append(1)
+        return real_quantize(*args, **kwargs)
+
+    def no_lowering_here(*args, **kwargs):
+        raise AssertionError("the etlens process lowered a program: lowering belongs in the worker child")
+
+    monkeypatch.setattr(torch.export, "export", counting_export)
+    monkeypatch.setattr(quantize_mod, "quantize_pt2e", counting_quantize)
+    monkeypatch.setattr(executorch.exir, "to_edge_transform_and_lower", no_lowering_here)
+
+    model, inputs = get_demo("mlp")
+    res = report_from_model(model.eval(), inputs, str(tmp_path / "r.html"), name="mlp", quantize=True, runs=2,
+                            progress=False)
+    session = res.session
+    assert session.counts == {"export": 2, "quantize": 1, "lower": 1, "run": 1}
+    assert len(quantizations) == 1
+    # the model, its quantized module, then one instrumented build of the inside-delegates view
+    # (torchao's pattern matcher exports its own small WrapperModule patterns while quantizing)
+    assert [e for e in exports if e != "WrapperModule"] == ["MLP", "GraphModule", "GraphModule"], exports
+    assert session._worker is None  # the child was stopped at the end of the report
+    # the trace's last stage is the lowering that wrote the .pte: its delegate is in the program
+    trace = res.data.inputs.trace
+    assert [s.stage for s in trace.snapshots][:3] == ["quantize", "export", "to_edge"]
+    assert trace.snapshots[-1].stage == "lower" and trace.failed is None
+    lowered = trace.snapshots[-1].graph
+    assert any(True for _ in lowered.delegates())
+    assert res.data.inside is not None and res.data.inside.method["cycles"] == 1
+
+
+@requires_executorch
+@pytest.mark.slow
+def test_session_uses_one_child_for_build_and_inside_cycles(tmp_path):
+    from etlens.demos import get_demo
+    from etlens.passes.session import BuildSession
+    from etlens.report.inside import inside_delegates
+
+    model, inputs = get_demo("mlp")
+    with BuildSession(model.eval(), inputs, name="mlp", trace=True) as s:
+        arts = s.build(str(tmp_path), runs=1)
+        res = inside_delegates(s.model, s.inputs, observe=False, progress=False, session=s)
+        assert s.worker.children == 1
+        assert s.worker.by_job == {"lower": 2, "run": 2}
+        assert s.counts == {"export": 1, "quantize": 0, "lower": 1, "run": 1}
+    assert res.rows and all(r["inside_delegate"] for r in res.rows)
+    assert (tmp_path / "mlp.trace.json").exists() and s.trace.snapshots[-1].stage == "lower"
+    with open(arts.pte, "rb") as f:
+        assert f.read(8)[4:8] == b"ET12"
