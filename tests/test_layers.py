@@ -1,6 +1,6 @@
 """The one-way data flow, enforced: every import in ``src/etlens`` goes to its own package or a lower layer.
 
-:data:`LAYERS` is the one place the order is written down (README "How it is built" explains it). Each
+:data:`LAYERS` is the one place the order is written down (docs/design.md explains it). Each
 entry is a set of top-level names under ``etlens`` (a package ``etlens/<name>/`` or a module
 ``etlens/<name>.py``; ``__init__`` is the package root). Names in one entry are on the same level: they
 may import each other's public names, never each other's private ones.

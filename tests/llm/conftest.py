@@ -4,8 +4,8 @@
 own ``export_llama`` plus the real runtime, ~2-3 minutes on 2 cores) into
 ``$ETLENS_FIXTURE_CACHE/llm-<hash of build.py>/`` under a file lock; later sessions reuse it while
 ``build.py`` is unchanged. Each case is a ``SimpleNamespace`` with absolute paths (``pte``,
-``etrecord``, ``etdump``, ``debug_buffer``, ``dir``) and the manifest entry (``calls``, ``params``,
-``dynamic_shape``, ``quantization``, ``max_seq_len`` ...).
+``etrecord``, ``etdump``, ``debug_buffer``, ``etdump_profile``, ``dir``) and the manifest entry
+(``calls``, ``params``, ``dynamic_shape``, ``quantization``, ``max_seq_len`` ...).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 from tests.conftest import CACHE, HAS_EXECUTORCH, ROOT
 
 BUILD = Path(__file__).resolve().parent / "build.py"
-PATH_KEYS = ("pte", "etrecord", "etdump", "debug_buffer")
+PATH_KEYS = ("pte", "etrecord", "etdump", "debug_buffer", "etdump_profile")
 
 
 def llm_corpus_dir() -> Path:

@@ -57,7 +57,7 @@ def executorch_forward_avg(llm_corpus) -> dict[str, float]:
     for name, case in llm_corpus.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            insp = EtInspector(etdump_path=case.dir + "/model.profile.etdp", etrecord=case.etrecord)
+            insp = EtInspector(etdump_path=case.etdump_profile, etrecord=case.etrecord)
         blocks = [b for b in insp.event_blocks if any(e.name == "DELEGATE_CALL" for e in b.events)]
         assert len(blocks) == 1, [b.name for b in insp.event_blocks]
         ex = [e for e in blocks[0].events if e.name == "Method::execute"]
@@ -72,7 +72,7 @@ def test_headline_is_forward_not_an_average_of_methods(llm_corpus, executorch_fo
         # the timing-only dump: ExecuTorch's per-method average is the reference
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # no false "ETRecord does not match" warning
-            data = collect(ReportInputs(etdump=case.dir + "/model.profile.etdp", etrecord=case.etrecord,
+            data = collect(ReportInputs(etdump=case.etdump_profile, etrecord=case.etrecord,
                                         pte=case.pte))
         assert data.method == "forward"
         assert data.runs == case.forward_runs
@@ -203,6 +203,9 @@ def test_every_subcommand(llm_corpus, case_name, tmp_path, capsys):
     assert "internal error" not in err and "does not match" not in err
     page = (tmp_path / "r.html").read_text()
     assert "LLM: prefill and decode" in page and "prefill (" in page
+    trace = json.loads((tmp_path / "r.perfetto.json").read_text())
+    tracks = [e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"]
+    assert any("forward · prefill (" in t for t in tracks) and any("forward · decode @" in t for t in tracks)
     code, out, err = _cli(["report", "--etdump", case.etdump, "--pte", case.pte, "--method", "(constant methods)",
                            "-o", str(tmp_path / "c.html")], capsys)
     assert code == 0, err

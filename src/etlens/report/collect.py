@@ -374,7 +374,7 @@ def write_side_files(data: ReportData, out_dir: str, stem: str) -> dict[str, str
     perfetto = os.path.join(out_dir, f"{stem}.perfetto.json")
     from ..views.perfetto import write_perfetto
 
-    write_perfetto(data.inspector, perfetto, data.attribution)
+    write_perfetto(data.inspector, perfetto, data.attribution, data.llm)
     files["Perfetto trace (open in ui.perfetto.dev)"] = perfetto
     tsv = os.path.join(out_dir, f"{stem}.events.tsv")
     with open(tsv, "w", encoding="utf-8") as f:

@@ -58,9 +58,29 @@ def _attributed_names(inspector, attribution) -> dict[tuple[int, int], Any]:
     return out
 
 
-def perfetto_trace(inspector, attribution: Any = None) -> dict:
+def _run_labels(inspector, llm: Any) -> dict[int, str]:
+    """``{dump run: "forward · prefill (5 tokens) @0"}``: the method of each run when the program has
+    several, and an LLM run's phase (from :func:`etlens.analysis.llm.llm_profile`)."""
+    out: dict[int, str] = {}
+    labels = list(getattr(inspector, "block_methods", None) or [])
+    if len(set(labels)) > 1:
+        for b, m in zip(inspector.block_columns, labels):
+            if b.name != "Default":
+                for r in b.runs:
+                    out[int(r)] = m
+    if llm is not None:
+        blocks = inspector.block_columns
+        for run in llm.runs:
+            r = int(blocks[run.block].runs[run.column])
+            pos = f" @{run.input_pos}" if run.input_pos is not None else ""
+            out[r] = f"{out.get(r, llm.method)} · {run.label}{pos}"
+    return out
+
+
+def perfetto_trace(inspector, attribution: Any = None, llm: Any = None) -> dict:
     """The trace as a dict ``{"traceEvents": [...], "displayTimeUnit": "ns", "metadata": {...}}``;
-    with ``attribution``, delegate-internal slices carry their ATen node and module."""
+    with ``attribution``, delegate-internal slices carry their ATen node and module; tracks are
+    named by method (multi-method programs) and, with ``llm`` (an ``LlmProfile``), by phase."""
     dump = inspector.etdump
     scale = inspector.source_time_scale.value
     # timestamps in the trace are microseconds; runtime ticks are ns unless told otherwise
@@ -76,10 +96,12 @@ def perfetto_trace(inspector, attribution: Any = None) -> dict:
     t0 = t0 or 0
     events: list[dict] = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0,
                            "args": {"name": f"ExecuTorch ETDump {dump.path}"}}]
+    run_labels = _run_labels(inspector, llm)
     for ri, r in enumerate(dump.runs):
         tid = ri + 1
+        what = f"{r.name} · {run_labels[ri]}" if ri in run_labels else r.name
         events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
-                       "args": {"name": f"run {ri}: {r.name}"}})
+                       "args": {"name": f"run {ri}: {what}"}})
         events.append({"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": tid, "args": {"sort_index": ri}})
         idx = np.flatnonzero(r.kind == PROFILE)
         if not idx.size:
@@ -136,8 +158,8 @@ def perfetto_trace(inspector, attribution: Any = None) -> dict:
             "metadata": {"source": "etlens", "etdump": dump.path, "time_scale": scale}}
 
 
-def write_perfetto(inspector, path: str, attribution: Any = None) -> str:
+def write_perfetto(inspector, path: str, attribution: Any = None, llm: Any = None) -> str:
     """Write :func:`perfetto_trace` to ``path``; returns the path."""
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(perfetto_trace(inspector, attribution), f)
+        json.dump(perfetto_trace(inspector, attribution, llm), f)
     return path

@@ -74,7 +74,9 @@ class Inspector:
     ``reference_graph_name`` (``edge_dialect_graph_module`` = the edge program, or a graph-map
     name). etlens extras: ``method`` (which method's maps to use; default ``forward``, or the only
     method of the record), ``progress`` (show a progress bar), ``pte`` (the program, so that
-    :meth:`attribution` / :meth:`node_dataframe` can attribute time inside delegates to ATen nodes).
+    :meth:`attribution` / :meth:`node_dataframe` can attribute time inside delegates to ATen nodes,
+    and metadata methods get their names). Multi-method programs: :attr:`block_methods`,
+    ``to_dataframe(method=...)``; :meth:`run_debug_data` reads any run's logged values.
 
     Bad input: a wrong or truncated ``.etdp`` raises :class:`~etlens.errors.FormatError`; a
     missing debug buffer or one too short for some tensors, or an ETRecord whose handles do not

@@ -516,7 +516,8 @@ def _analyze(inspector: InspectorLike, reference_graph: str | None, disable_debu
     runtime = collect_runtime_outputs(runtime_blocks(inspector, run=run, method=_METHOD))
     _check_runtime(runtime, inspector)
     ref = resolve_reference(record, reference_graph, bool(disable_debug_handle_validation))
-    if oplibs.load_for(ref.program) and not isinstance(ref.program, JsonProgram):
+    from_json = isinstance(ref.program, JsonProgram)  # run eagerly: native kernels suffice
+    if oplibs.load_for(ref.program, eager=from_json) and not from_json:
         # deserialized before its custom ops (llama::update_cache …) were registered: read it again
         ref = resolve_reference(record, reference_graph, bool(disable_debug_handle_validation))
 
