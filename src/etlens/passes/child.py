@@ -23,9 +23,20 @@ __all__ = ["main", "JOBS", "load_op_libraries"]
 
 
 def main() -> None:
-    """Serve jobs until stdin ends or an empty line arrives."""
+    """Serve jobs until stdin ends or an empty line arrives.
+
+    Module names given as arguments are imported first (the worker's ``prewarm``), while the
+    parent is still busy; an import error is left for the job that needs the module to report.
+    """
+    import importlib
+
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # keep stdout for the protocol; stray prints go to the log
+    for name in sys.argv[1:]:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the job that needs it reports the error
+            pass
     for line in sys.stdin:
         job_path = line.strip()
         if not job_path:

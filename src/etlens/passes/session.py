@@ -139,8 +139,13 @@ class BuildSession:
         if self._worker is None:
             from .worker import Worker
 
-            self._worker = Worker(verbose=self.verbose)
+            self._worker = Worker(verbose=self.verbose, prewarm=["torch", *self.config.requires])
         return self._worker
+
+    def start_worker(self) -> None:
+        """Start the worker child now: its imports overlap the export and quantization done here."""
+        if not self.in_process:
+            self.worker.start()
 
     # -- export and quantize, once ---------------------------------------------------------------
     @property
@@ -149,6 +154,7 @@ class BuildSession:
         if self._exported is None:
             import torch
 
+            self.start_worker()
             self._stage("export")
             t0 = time.perf_counter()
             with user_code("export", self.name):

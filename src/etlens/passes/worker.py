@@ -128,8 +128,10 @@ class Worker:
     or call :meth:`close`.
     """
 
-    def __init__(self, *, verbose: bool = False) -> None:
+    def __init__(self, *, verbose: bool = False, prewarm: list[str] | None = None) -> None:
         self.verbose = verbose
+        #: modules the child imports as soon as it starts, before its first job (see :meth:`start`)
+        self.prewarm = list(prewarm or [])
         self.jobs = 0
         self.by_job: dict[str, int] = {}
         self.children = 0
@@ -148,11 +150,19 @@ class Worker:
         """The running child's process id (``None`` before the first job or after a crash)."""
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
+    def start(self) -> None:
+        """Start the child now (it imports :attr:`prewarm` while this process does other work).
+
+        A :class:`~etlens.passes.session.BuildSession` starts it before exporting the model, so the
+        child's ``import torch`` + executorch overlaps the export instead of following it.
+        """
+        self._start()
+
     def _start(self) -> subprocess.Popen:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._log = open(os.path.join(self._dir, "child.log"), "ab")  # noqa: SIM115 - lives with the child
-        cmd = [sys.executable, "-c", "from etlens.passes.child import main; main()"]
+        cmd = [sys.executable, "-c", "from etlens.passes.child import main; main()", *self.prewarm]
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=None if self.verbose else self._log, env=child_env(), text=True,
                                       bufsize=1)

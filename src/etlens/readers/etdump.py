@@ -35,8 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError, MissingDataError, TruncatedFileError
-from ..schema import ETDUMP_VALUE_TYPES, ScalarTypeInfo
-from ..schema import SCALAR_TYPES as _ALL_SCALAR_TYPES
+from ..schema import ETDUMP_VALUE_TYPES, SCALAR_TYPES as _ALL_SCALAR_TYPES, ScalarTypeInfo
 from ..schema import etdump_fbs as efb
 from ..schema.etdump_fbs import ValueType
 from ._etdump_fb import FB
@@ -575,13 +574,11 @@ class EtdumpArtifact(Artifact):
         t_lo, t_hi = None, None
         for r in d.runs:
             cnt = r.counts()
-            for k, v in cnt.items():
-                by_kind[k] = by_kind.get(k, 0) + v
+            by_kind.update({k: by_kind.get(k, 0) + v for k, v in cnt.items()})
             prof = r.kind == PROFILE
             if prof.any():
                 lo, hi = int(r.start_time[prof].min()), int(r.end_time[prof].max())
-                t_lo = lo if t_lo is None else min(t_lo, lo)
-                t_hi = hi if t_hi is None else max(t_hi, hi)
+                t_lo, t_hi = (lo, hi) if t_lo is None or t_hi is None else (min(t_lo, lo), max(t_hi, hi))
             runs.append({"name": r.name, "bundled_input_index": r.bundled_input_index, "events": len(r),
                          "by_kind": cnt, "allocators": r.allocators})
         return {
