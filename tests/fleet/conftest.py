@@ -35,7 +35,7 @@ def fleet() -> dict:
 
 
 #: the replicas the CI test uses: groups, runs per process, drivers, processes per role per driver
-REPLICAS = (2, 8, 1, 3)
+REPLICAS = (2, 8, 1, 5)
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,7 @@ from ..errors import EtlensError
 from ..schema import METHOD_EXECUTE
 from .sql import OP_FILTER, duckdb_connection
 from .stats import (DEFAULTS, IMPROVEMENT, REGRESSION, cross_op_floor, pooled_variance, replicated_verdict,
-                    unit_medians, variance_prior, verdict)
+                    t_pvalue, unit_medians, variance_prior, verdict)
 
 __all__ = ["Side", "compare", "load_side"]
 
@@ -167,8 +167,11 @@ class _Stats:
                     s2, df = pooled_variance(ya, yb)
                     s2m = ((df * s2 if df else 0.0) + d0 * s0) / (df + d0)
                     d = float(yb.mean() - ya.mean())
-                    # a gross change (twice its own floor: a 2x slower layer) is not drift; leave it out
-                    if abs(d) > 2 * max(own_min, th["noise_k"] * np.sqrt(s2m)):
+                    # only unchanged ops measure drift: leave out a gross change (twice its own floor) and an
+                    # op its own process-level test already calls changed (significant and beyond its floor)
+                    own = max(own_min, th["noise_k"] * np.sqrt(s2m))
+                    se = np.sqrt(s2m * (1 / ya.size + 1 / yb.size))
+                    if abs(d) > 2 * own or (abs(d) > own and se > 0 and t_pvalue(d / se, df + d0) < th["alpha"]):
                         continue
                     lr.append(d)
                     sv.append(s2m * (1 / ya.size + 1 / yb.size))

@@ -23,7 +23,9 @@ The floor also never drops below ``noise_k`` times the *drift* between the sides
 the robust spread of the log ratios of all ops of the comparison beyond what their sampling noise explains.
 When A and B were measured apart in time and the machine's load changed in between, every op moves a
 little, each by its own amount; that spread across the mostly unchanged ops is the size of change the
-comparison cannot vouch for. With interleaved measurements it is about zero. Ops that changed grossly (more
+comparison cannot vouch for. The term counts only when the ops' ratios, each divided by its standard
+error, scatter with a robust SD over :data:`DRIFT_Z` (2; about 1 when only sampling noise moves them):
+otherwise it is zero. Ops that changed grossly (more
 than twice their own floor) are left out of that spread, so a build that makes half the model 10x slower
 does not raise the floor of the other half; fewer than 5 ops left: no drift term.
 
@@ -309,5 +311,15 @@ def cross_op_floor(log_ratios, noise_k: float = DEFAULTS["noise_k"], sampling_va
     x = x[ok]
     var = (1.4826 * float(np.median(np.abs(x - np.median(x))))) ** 2
     if sampling_var is not None:
-        var -= float(np.median(np.asarray(sampling_var, dtype=np.float64)[ok]))
+        sv = np.asarray(sampling_var, dtype=np.float64)[ok]
+        # drift only when the ops scatter clearly more than their replicates explain: the robust spread of
+        # the standardised ratios is over DRIFT_Z (1 without drift); a handful of ops cannot show less
+        z = (x - np.median(x)) / np.sqrt(np.maximum(sv, 1e-12))
+        if 1.4826 * float(np.median(np.abs(z - np.median(z)))) < DRIFT_Z:
+            return 0.0
+        var -= float(np.median(sv))
     return float(noise_k * np.sqrt(max(var, 0.0)))
+
+
+#: the standardised spread of the ops' ratios from which the sides count as drifted apart (1: no drift)
+DRIFT_Z = 2.0
