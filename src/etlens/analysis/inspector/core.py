@@ -41,6 +41,7 @@ from ..record import Record, as_record
 from .etrecord import kernel_matches, method_score
 from .events import Event, EventBlock, RuntimeOutput
 from .frame import EXCLUDED_COLUMNS_WHEN_PRINTING, EXCLUDED_EVENTS_WHEN_PRINTING, LazyList, build_frame
+from .gcpause import gc_paused
 from ...schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, OPERATOR_CALL
 
 __all__ = ["Inspector", "Event", "EventBlock", "PerfData", "TimeScale", "RuntimeOutput"]
@@ -116,33 +117,34 @@ class Inspector:
         self._delegate_time_scale_converter = delegate_time_scale_converter
         self._enable_module_hierarchy = enable_module_hierarchy
         self._reference_graph_name = reference_graph_name
-        self._etrecord = _load_record(etrecord)  # as given (ExecuTorch's attribute name)
-        #: the ETRecord behind one interface, whichever kind was given (``None`` without one)
-        self.record: Optional[Record] = as_record(self._etrecord) if self._etrecord is not None else None
-        self._dump: ETDump = read_etdump(etdump_path if etdump_path is not None else etdump_data)
-        self._buffer: Optional[DebugBuffer] = None
-        if debug_buffer_path is not None or debug_buffer_data is not None:
-            self._buffer = DebugBuffer(debug_buffer_path, data=debug_buffer_data)
-            self._check_buffer()
-        elif self._has_tensors():
-            warnings.warn("Output Buffer not found. Tensor Debug Data will not be available "
-                          "(debug_data tensors are zeros of the logged shape; timings are complete).", stacklevel=2)
-        scale = calculate_time_scale_factor(source_time_scale, target_time_scale)
-        from .build import build_blocks
+        with gc_paused():  # the load builds many small long-lived objects, no cycles: see gcpause.py
+            self._etrecord = _load_record(etrecord)  # as given (ExecuTorch's attribute name)
+            #: the ETRecord behind one interface, whichever kind was given (``None`` without one)
+            self.record: Optional[Record] = as_record(self._etrecord) if self._etrecord is not None else None
+            self._dump: ETDump = read_etdump(etdump_path if etdump_path is not None else etdump_data)
+            self._buffer: Optional[DebugBuffer] = None
+            if debug_buffer_path is not None or debug_buffer_data is not None:
+                self._buffer = DebugBuffer(debug_buffer_path, data=debug_buffer_data)
+                self._check_buffer()
+            elif self._has_tensors():
+                warnings.warn("Output Buffer not found. Tensor Debug Data will not be available "
+                              "(debug_data tensors are zeros of the logged shape; timings are complete).", stacklevel=2)
+            scale = calculate_time_scale_factor(source_time_scale, target_time_scale)
+            from .build import build_blocks
 
-        self._blocks: list[BlockColumns] = build_blocks(self._dump, scale, delegate_time_scale_converter)
-        self._event_blocks: Optional[list[EventBlock]] = None
-        self.op_graph_dict = None
-        self._reference_outputs: dict = {}
-        self._method = method
-        self._block_methods: list[str] = []
-        #: the program (path or read ``PteArtifact``) used to look inside delegates (etlens extra)
-        self.pte = pte
-        self._attribution: Any = None
-        self._consume_etrecord()
-        if not self._block_methods:
-            self._block_methods = [self._method_name()] * len(self._blocks)
-            self._label_blocks()
+            self._blocks: list[BlockColumns] = build_blocks(self._dump, scale, delegate_time_scale_converter)
+            self._event_blocks: Optional[list[EventBlock]] = None
+            self.op_graph_dict = None
+            self._reference_outputs: dict = {}
+            self._method = method
+            self._block_methods: list[str] = []
+            #: the program (path or read ``PteArtifact``) used to look inside delegates (etlens extra)
+            self.pte = pte
+            self._attribution: Any = None
+            self._consume_etrecord()
+            if not self._block_methods:
+                self._block_methods = [self._method_name()] * len(self._blocks)
+                self._label_blocks()
 
     # -- construction helpers ----------------------------------------------------------------------
     @classmethod
