@@ -137,20 +137,6 @@ class Opened:
         assert self.requests == [], self.requests
 
 
-@pytest.fixture
-def open_page(browser):
-    opened: list[Opened] = []
-
-    def _open(path: str) -> Opened:
-        o = Opened(browser, path)
-        opened.append(o)
-        return o
-
-    yield _open
-    for o in opened:
-        o.page.close()
-
-
 def _click(o: Opened, name: str, view: int = 0) -> str:
     pos = o.page.evaluate("([n, v]) => window.etlens.screenPos(n, v)", [name, view])
     assert pos, f"node {name[:60]!r} not in the page"

@@ -89,20 +89,6 @@ def test_page_has_the_viewer_policy_and_no_raw_payload(pages, kind):
     assert "</style><style>body{display:none}" not in html
 
 
-@pytest.fixture
-def open_page(browser):
-    opened: list[Opened] = []
-
-    def _open(path: str) -> Opened:
-        o = Opened(browser, path)
-        opened.append(o)
-        return o
-
-    yield _open
-    for o in opened:
-        o.page.close()
-
-
 def _shoot(o: Opened, kind: str) -> None:
     where = os.environ.get("ETLENS_SCREENSHOTS")
     if where:

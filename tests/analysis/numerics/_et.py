@@ -66,6 +66,14 @@ def lowered_artifacts(out, model, inputs, backend):
     return art
 
 
+def lowered_corpus_model(tmp_path_factory, name: str, backend: str = "xnnpack"):
+    """:func:`lowered_artifacts` of the corpus model ``name`` (tests/corpus/models.py) in a fresh directory."""
+    from tests.corpus.models import build
+
+    model, inputs = build(name)
+    return lowered_artifacts(tmp_path_factory.mktemp(name), model, inputs, backend)
+
+
 import pytest  # noqa: E402
 
 

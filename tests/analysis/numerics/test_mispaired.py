@@ -18,11 +18,9 @@ from tests.conftest import requires_executorch
 
 @pytest.fixture(scope="module")
 def convnext(tmp_path_factory):
-    from tests.analysis.numerics._et import lowered_artifacts
-    from tests.corpus.models import build
+    from tests.analysis.numerics._et import lowered_corpus_model
 
-    model, inputs = build("convnext")
-    return lowered_artifacts(tmp_path_factory.mktemp("convnext"), model, inputs, "xnnpack")
+    return lowered_corpus_model(tmp_path_factory, "convnext")
 
 
 @requires_executorch

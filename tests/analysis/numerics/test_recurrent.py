@@ -143,11 +143,9 @@ def test_lstm_example_gap_cli_has_no_divergence(lstm_example, capsys):
 # -- torch.nn.GRU: the whole layer is one ATen op returning (output, h_n) --------------------------------
 @pytest.fixture(scope="module")
 def gru(tmp_path_factory):
-    from tests.analysis.numerics._et import lowered_artifacts
-    from tests.corpus.models import build
+    from tests.analysis.numerics._et import lowered_corpus_model
 
-    model, inputs = build("gru")
-    return lowered_artifacts(tmp_path_factory.mktemp("gru"), model, inputs, "xnnpack")
+    return lowered_corpus_model(tmp_path_factory, "gru")
 
 
 @requires_executorch
