@@ -8,8 +8,10 @@ Nothing built there is a cycle that needs collecting mid-way (reference counting
 JSON as usual), so the collector is paused for the load and runs normally again afterwards; the
 next full collection happens later, once, in the caller's code (e.g. in ``to_dataframe``).
 
-Measured (benchmarks/bench_inspector.py's flow, 1000 layers, 10 runs, 2-core machine, load
-average ~3): ``Inspector(...)`` 0.43-0.47 s -> 0.19-0.21 s, whole flow 0.82-0.92 s -> 0.67-0.72 s.
+Measured (benchmarks/bench_inspector.py's etlens worker, 1000 layers, 10 runs, old and new code
+alternating in fresh processes, 2-core machine, load average ~3; see docs/benchmarks-inspector.md):
+``Inspector(...)`` 0.38-0.42 s -> 0.18-0.24 s; ``to_dataframe()`` 0.03 s -> 0.11-0.14 s (the one full
+collection still owed); whole flow median 0.81 s -> 0.72 s.
 """
 
 from __future__ import annotations
