@@ -41,7 +41,7 @@ from ..record import Record, as_record
 from .etrecord import kernel_matches, method_score
 from .events import Event, EventBlock, RuntimeOutput
 from .frame import EXCLUDED_COLUMNS_WHEN_PRINTING, EXCLUDED_EVENTS_WHEN_PRINTING, LazyList, build_frame
-from .gcpause import gc_paused
+from ..gcpause import gc_paused
 from ...schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, OPERATOR_CALL
 
 __all__ = ["Inspector", "Event", "EventBlock", "PerfData", "TimeScale", "RuntimeOutput"]

@@ -40,15 +40,14 @@ Deliberate differences from ExecuTorch (each has a test):
 
 from __future__ import annotations
 
-import gc
 import weakref
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import EtlensError, MissingDataError
 from ..comparators import METRIC_NAMES, NumericalComparatorBase, get_comparator
+from ..gcpause import gc_paused
 from ..protocols import InspectorLike, is_columnar
 from ..record import Record, as_record
 from .capture import Capture, capture_reference, resolve_reference
@@ -414,28 +413,6 @@ def _overrides_compare(comparator: Any) -> bool:
 
 
 # -- entry points -------------------------------------------------------------------------------------
-@contextmanager
-def _gc_paused():
-    """Pause Python's cyclic garbage collector for one analysis.
-
-    The first call parses the ETRecord's program JSON (millions of small, long-lived dicts and
-    strings) and then allocates thousands of tensors and rows; every few hundred allocations the
-    collector would walk all of those objects again, which cost more than half of the first call on
-    a 1000-layer model. Nothing made here is a cycle that needs collecting mid-way; the collector
-    runs normally again afterwards (reference counting frees everything as usual meanwhile).
-
-    Measured (benchmarks/bench_numerics.py's etlens worker, 1000 layers, 10 runs, best of 3 fresh
-    processes, 2-core shared machine): first ``calculate_numeric_gap`` 0.72 s paused vs 1.86 s
-    with the collector running (2.6x); the second call (reference cached) 0.32 s vs 0.37 s.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
 
 def _stage_of(exc: BaseException) -> str:
     """Which step of :func:`_analyze` raised, from the innermost frame of etlens' numerics in the traceback."""
@@ -493,7 +470,7 @@ def analyze(inspector: InspectorLike, reference_graph: str | None = None, disabl
     if cache is not None and cache_key in cache:
         return cache[cache_key]
 
-    with _gc_paused():
+    with gc_paused():
         try:
             analysis = _analyze(inspector, reference_graph, disable_debug_handle_validation, keep_outputs,
                                 delegate_outputs, inputs, int(run))
@@ -572,7 +549,7 @@ def calculate_numeric_gap(inspector: InspectorLike, distance: Any = "MSE",
     analysis = analyze(inspector, reference_graph,
                        _resolve_validation(disable_debug_handle_valdiation, disable_debug_handle_validation),
                        keep_outputs, delegate_outputs, inputs=inputs, run=run)
-    with _gc_paused():
+    with gc_paused():
         return analysis.gap_table(distance, multi_output=multi_output)
 
 
