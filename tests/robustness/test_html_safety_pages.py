@@ -3,7 +3,7 @@
 The same hostile corpus as :mod:`tests.robustness.test_html_safety` goes into every string these
 pages show: part names and groups, method names, instruction labels, tensor producers / nodes /
 modules, page titles, fleet metadata (device, build), the dataset directory and the compare sides'
-labels. Each page must carry the viewer's Content-Security-Policy (:data:`etlens._html.CSP`), keep
+labels. Each page must carry the viewer's Content-Security-Policy (:data:`etlens.model.html_policy.CSP`), keep
 the raw payloads out of its markup, and in headless Chromium (network blocked) open no dialog, set
 no ``window.__pwned``, add no ``<img>``/``<svg onload>``, make no request, and show the strings as
 text (also in the hover tooltips). Screenshots go to ``$ETLENS_SCREENSHOTS`` when it is set.
@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from etlens._html import CSP
+from etlens.model.html_policy import CSP
 
 from tests.robustness import _harness as H
 from tests.robustness.test_html_safety import CSP as CSP_TAG
@@ -148,7 +148,7 @@ def test_every_page_writer_sets_the_policy():
     from pathlib import Path
 
     src = Path(__file__).resolve().parents[2] / "src" / "etlens"
-    writers = [p for p in src.rglob("*") if p.suffix in (".py", ".html") and p.name != "_html.py"
+    writers = [p for p in src.rglob("*") if p.suffix in (".py", ".html") and p.name != "html_policy.py"
                and "<!doctype html" in p.read_text(encoding="utf-8").lower()]
     assert len(writers) >= 5, writers  # viewer template, report, fleet, treemap, memory timeline
     for p in writers:

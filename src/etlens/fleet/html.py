@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._html import csp_meta
+from ..model.html_policy import csp_meta
 
 __all__ = ["distribution_svg", "compare_html", "dashboard_html"]
 

@@ -25,7 +25,7 @@ import html
 import os
 from typing import Any
 
-from .._html import csp_meta
+from ..model.html_policy import csp_meta
 from .text import format_bytes
 
 __all__ = ["memory_svg", "write_memory_html", "MEMORY_CSS", "TOOLTIP_JS"]

@@ -17,7 +17,7 @@ import html
 import os
 from typing import Any
 
-from .._html import csp_meta
+from ..model.html_policy import csp_meta
 from .memory_timeline import TOOLTIP_JS
 from .text import format_bytes
 

@@ -1,4 +1,4 @@
-"""The one Content-Security-Policy of the pages etlens writes (plumbing shared by every layer that writes HTML).
+"""The one Content-Security-Policy of the pages etlens writes (a constant every layer that writes HTML reads).
 
 Every page is a single offline file: inline script and style, ``data:`` images and fonts, and
 nothing else — no fetch, no form, no ``<base>``, no frame from elsewhere. A hostile string that
@@ -8,7 +8,7 @@ which embeds viewer pages as ``srcdoc`` frames, adds only the frame sources it n
 
 Example::
 
-    from etlens._html import csp_meta
+    from etlens.model.html_policy import csp_meta
     page = f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>…"
 """
 
