@@ -223,10 +223,14 @@ def load_for(obj: Any, *, eager: bool = False) -> list[str]:
     """
     names = op_names(obj)
     why: dict[str, str] = {}
+    first: dict[str, str] = {}  # namespace -> the first operator that needs it
     for n in names:
         ns = _namespace(n)
-        if ns in LIBRARIES and LIBRARIES[ns] not in why and not (eager and _load_eager(ns)):
-            why[LIBRARIES[ns]] = n
+        if ns in LIBRARIES:
+            first.setdefault(ns, n)
+    for ns, n in first.items():  # once per namespace: the native library alone when running eagerly
+        if not (eager and _load_eager(ns)):
+            why.setdefault(LIBRARIES[ns], n)
     extra = [m.strip() for m in os.environ.get(ENV, "").split(",") if m.strip()]
     done = load(sorted(why) + extra, why=why)
     if isinstance(obj, (str, os.PathLike)) and str(obj).endswith(".pt2"):
