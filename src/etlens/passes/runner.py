@@ -3,10 +3,8 @@
 Thin wrappers over :class:`etlens.passes.worker.Worker` (the one child-process launcher; its
 docstring explains why native work never runs in the user's process and the job protocol):
 
-* :func:`lower_program` — job ``lower``: a saved ExportedProgram → ``.pte`` + ``.etrecord``;
 * :func:`run_program` — job ``run``: a ``.pte`` ``runs`` times with ETDump (+ debug buffer, sized
-  from the program by :func:`~etlens.passes.debug_buffer.debug_buffer_bytes`); returns the last outputs;
-* :func:`lower_and_run` — both in ONE child (one ``import torch`` + executorch, not two).
+  from the program by :func:`~etlens.passes.debug_buffer.debug_buffer_bytes`); returns the last outputs.
 
 A model's whole build (export, quantize, lower with the pass trace, run, the inside-the-delegates
 cycles) is :class:`etlens.passes.session.BuildSession`, which keeps one worker for all of it.
@@ -25,8 +23,7 @@ from typing import Any, Callable
 from .debug_buffer import debug_buffer_bytes, has_quantized_ops
 from .worker import NativeStageError, Worker, last_native_line
 
-__all__ = ["NativeStageError", "debug_buffer_bytes", "has_quantized_ops", "run_program", "lower_program",
-           "lower_and_run", "last_native_line"]
+__all__ = ["NativeStageError", "debug_buffer_bytes", "has_quantized_ops", "run_program", "last_native_line"]
 
 
 def run_program(pte_path: str, inputs: Any, *, runs: int = 1, etdump_path: str, debug_path: str | None = None,
@@ -53,40 +50,3 @@ def run_program(pte_path: str, inputs: Any, *, runs: int = 1, etdump_path: str, 
     with Worker(verbose=verbose) as w:
         return w.run(pte_path, inputs, runs=runs, etdump=etdump_path, debug=debug_path,
                      debug_buffer_size=debug_buffer_size, quantized=load_quantized_kernels, on_run=on_run)
-
-
-def lower_program(ep_path: str, pte_path: str, etrecord_path: str, *, backend: str = "xnnpack",
-                  representative_inputs: Any = None, load_quantized_kernels: bool = False,
-                  verbose: bool = False) -> None:
-    """Lower a saved ExportedProgram (``torch.export.save``) for ``backend`` in a child; write .pte + .etrecord.
-
-    ``backend`` is a registered backend name (``'portable'``: nothing delegated). The child runs
-    ``to_edge_transform_and_lower`` (ExecuTorch's default edge compile config, the backend's
-    partitioners, an ETRecord) and ``to_executorch``; ``load_quantized_kernels`` loads the
-    quantized kernels library first (needed when the program has ``quantized_decomposed`` ops).
-
-    Raises:
-        NativeStageError: lowering raised or crashed (the message names the stage "lower").
-    """
-    with Worker(verbose=verbose) as w:
-        w.lower(ep_path, pte_path, backend=backend, etrecord=etrecord_path,
-                representative_inputs=representative_inputs, quantized=load_quantized_kernels)
-
-
-def lower_and_run(ep_path: str, pte_path: str, etrecord_path: str, inputs: Any, *, backend: str = "xnnpack",
-                  runs: int = 1, etdump_path: str, debug_path: str | None = None,
-                  debug_buffer_size: int | None = None, load_quantized_kernels: bool = False,
-                  on_stage: Callable[[str], Any] | None = None, on_run: Callable[[int], Any] | None = None,
-                  verbose: bool = False) -> list:
-    """:func:`lower_program` then :func:`run_program` in ONE child (one ``import torch`` + executorch, not two).
-
-    ``on_stage`` hears ``lower`` and ``run``; the debug buffer is sized from the ``.pte`` the child
-    wrote when ``debug_buffer_size`` is ``None``; a failure names the stage it happened in.
-    Returns the outputs of the last run.
-    """
-    with Worker(verbose=verbose) as w:
-        w.lower(ep_path, pte_path, backend=backend, etrecord=etrecord_path, representative_inputs=inputs,
-                quantized=load_quantized_kernels, on_stage=on_stage)
-        return w.run(pte_path, inputs, runs=runs, etdump=etdump_path, debug=debug_path,
-                     debug_buffer_size=debug_buffer_size, quantized=load_quantized_kernels, on_stage=on_stage,
-                     on_run=on_run)
