@@ -134,7 +134,12 @@ def test_gap_inputs_flag_and_errors(et_gap, tmp_path, capsys):
 
     bad = tmp_path / "bad.pt"
     torch.save({"tokens": torch.zeros(1, 5)}, bad)
-    for path, words in ((str(tmp_path / "missing.pt"), "no such file"), (str(bad), "expected a tuple of tensors")):
+    garbage, truncated = tmp_path / "garbage.pt", tmp_path / "truncated.pt"
+    garbage.write_bytes(bytes(range(256)) * 4)
+    truncated.write_bytes(open(c.prefill_inputs, "rb").read()[:300])
+    for path, words in ((str(tmp_path / "missing.pt"), "no such file"), (str(bad), "expected a tuple of tensors"),
+                        (str(garbage), "cannot load it with torch.load(weights_only=True)"),
+                        (str(truncated), "cannot load it with torch.load(weights_only=True)")):
         code = main(["gap", "--etdump", c.prefill_etdp, "--etrecord", c.etrecord, "--debug-buffer",
                      c.prefill_debug, "--inputs", path])
         err = capsys.readouterr().err
