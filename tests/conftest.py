@@ -39,6 +39,32 @@ HAS_EXECUTORCH = _has_executorch()
 requires_executorch = pytest.mark.skipif(not HAS_EXECUTORCH, reason="needs the executorch extra")
 
 
+def build_once(prefix: str, script: Path, extra: tuple[Path, ...] = ()) -> Path:
+    """Run ``python SCRIPT OUT`` once per content of ``script`` + ``extra``; return ``OUT``.
+
+    ``OUT`` is ``$ETLENS_FIXTURE_CACHE/<prefix>-<sha256 of the sources, 12 hex>``; a file lock makes
+    parallel test workers wait for the one that builds, and a ``done`` marker makes later sessions
+    reuse the output while the sources are unchanged. The script runs with this checkout's ``src``
+    first on ``PYTHONPATH``; its failure raises with the tail of its output.
+    """
+    from filelock import FileLock
+
+    h = hashlib.sha256()
+    for p in (script, *extra):
+        h.update(p.read_bytes())
+    out = CACHE / f"{prefix}-{h.hexdigest()[:12]}"
+    out.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out / ".lock")):
+        if not (out / "done").exists():
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT),
+                                                                 os.environ.get("PYTHONPATH", "")])}
+            proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, env=env)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{script.name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+            (out / "done").write_text("ok")
+    return out
+
+
 def _source_key() -> str:
     h = hashlib.sha256()
     src = ROOT / "src" / "etlens"

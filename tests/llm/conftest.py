@@ -10,17 +10,13 @@ own ``export_llama`` plus the real runtime, ~2-3 minutes on 2 cores) into
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import CACHE, HAS_EXECUTORCH, ROOT
+from tests.conftest import HAS_EXECUTORCH, build_once
 
 BUILD = Path(__file__).resolve().parent / "build.py"
 PATH_KEYS = ("pte", "etrecord", "etdump", "debug_buffer", "etdump_profile")
@@ -28,19 +24,7 @@ PATH_KEYS = ("pte", "etrecord", "etdump", "debug_buffer", "etdump_profile")
 
 def llm_corpus_dir() -> Path:
     """Build (or reuse) the corpus and return its directory (holds ``manifest.json``)."""
-    from filelock import FileLock
-
-    out = CACHE / f"llm-{hashlib.sha256(BUILD.read_bytes()).hexdigest()[:12]}"
-    out.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(out / ".lock")):
-        if not (out / "done").exists():
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT),
-                                                                 os.environ.get("PYTHONPATH", "")])}
-            proc = subprocess.run([sys.executable, str(BUILD), str(out)], capture_output=True, text=True, env=env)
-            if proc.returncode != 0:
-                raise RuntimeError(f"tests/llm/build.py failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-            (out / "done").write_text("ok")
-    return out
+    return build_once("llm", BUILD)
 
 
 @pytest.fixture(scope="session")
