@@ -48,6 +48,7 @@ import tempfile
 import time
 from typing import Any
 
+from ..._timing import span
 from ...errors import EtlensError
 from ...passes.inputs import args_for, as_args
 from .graph import Exposure, capture, instrument, plan, value_of
@@ -107,15 +108,19 @@ class _Cycles:
         self.count += 1
         try:
             try:
-                ep = torch.export.export(gm, args_for(gm, self.inputs))
+                with span("inside/export"):
+                    ep = torch.export.export(gm, args_for(gm, self.inputs))
             except Exception as exc:  # noqa: BLE001 - export errors come in many types
                 raise EtlensError(f"inside-delegates: torch.export of the {label} failed ({type(exc).__name__}: "
                                   f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
             path = os.path.join(self.dir, f"c{self.count}.pt2")
-            torch.export.save(ep, path)
+            with span("inside/save program"):
+                torch.export.save(ep, path)
             pte = os.path.join(self.dir, f"c{self.count}.pte")
-            info = self.worker.lower(path, pte, backend=self.backend.name, describe=True, quantized=self.quantized)
-            outs = self.worker.run(pte, self.inputs, runs=1, quantized=self.quantized)
+            with span("inside/lower + run (waiting for the child)"):
+                info = self.worker.lower(path, pte, backend=self.backend.name, describe=True,
+                                         quantized=self.quantized)
+                outs = self.worker.run(pte, self.inputs, runs=1, quantized=self.quantized)
             os.remove(path)
             os.remove(pte)
         finally:
@@ -262,7 +267,8 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
         except Exception as exc:  # noqa: BLE001 - export errors come in many types
             raise EtlensError(f"inside-delegates: torch.export failed on the model ({type(exc).__name__}: "
                               f"{str(exc).splitlines()[0] if str(exc) else ''}); the model must be exportable") from exc
-    float_values = capture(float_gm, inputs)
+    with span("inside/float reference"):
+        float_values = capture(float_gm, inputs)
     handle_of = {n.name: i + 1 for i, n in enumerate(n for n in float_gm.graph.nodes if n.op == "call_function")}
     if not quantize:
         src = float_gm
@@ -282,7 +288,8 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
         plain_seconds = cycles.seconds if observe else None
         failed: list[dict] = []
         builds = _build(cycles, src, exposures, failed)
-        rows = _rows(builds, inputs, float_values, handle_of, cmps, primary, threshold, quantize)
+        with span("inside/rows"):
+            rows = _rows(builds, inputs, float_values, handle_of, cmps, primary, threshold, quantize)
         result = InsideResult(metric=primary.name, threshold=threshold, backend=cfg.name, quantized=quantize,
                               rows=rows)
         result.first_divergence = _first(rows)
