@@ -90,7 +90,8 @@ def record(label: str, start: float, wall: float, cpu: float, *, side: str = "pa
 
 def _totals() -> None:
     t = os.times()
-    print(f"etlens timing: total  {'(process exit)':28} start {0.0:7.2f} s  wall {time.time() - process_start():6.2f} s  "
+    wall = time.time() - process_start()
+    print(f"etlens timing: total  {'(process exit)':28} start {0.0:7.2f} s  wall {wall:6.2f} s  "
           f"cpu {t.user + t.system:6.2f} s  children cpu {t.children_user + t.children_system:6.2f} s",
           file=sys.stderr, flush=True)
 
