@@ -335,12 +335,6 @@ class Worker:
         """Job ``list-operators``: the operator names (``aten::add.out``) the runtime has kernels for."""
         return list(self.submit("list-operators", {}).get("operators", []))
 
-    def kill(self) -> None:
-        """Stop the child now: a job running in it fails (:class:`NativeStageError`); the next starts a new child."""
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-
     def close(self) -> None:
         """Stop the child (it finishes its current job first) and remove the scratch files."""
         import shutil

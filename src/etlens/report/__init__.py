@@ -133,8 +133,6 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     seen: list[str] = []
 
     warm: list = []
-    jobs: list = []
-    spare: list = []  # the inside view's own worker child, importing while the model exports
 
     def on_stage(label: str) -> None:
         if seen:
@@ -145,10 +143,6 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
             from .collect import prewarm
 
             warm.append(prewarm())
-            if spare:  # the instrumented build needs only the export: it overlaps the lowering
-                from .inside.section import InsideJob
-
-                jobs.append(InsideJob(session, metric, gap_threshold, spare.pop()))
 
     def on_run(i: int) -> None:
         bar.advance()
@@ -158,12 +152,6 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     files: dict[str, str] = {}
     session = BuildSession(model, example_inputs, name=name, backend=backend, quantize=quantize, trace=trace,
                            verbose=verbose, on_stage=on_stage, worker=worker)
-    if inside_delegates and not session.in_process:
-        from .inside.section import prestart_worker
-
-        extra = prestart_worker(backend, verbose=verbose)
-        if extra is not None:
-            spare.append(extra)
     try:
         trace_path = os.path.join(art_dir, f"{name}.trace.json")
         arts = session.build(art_dir, runs=runs, debug_buffer_size=debug_buffer_size, on_run=on_run,
@@ -179,9 +167,7 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
             from .inside.section import run_for_report
 
             with span("inside the delegates"):
-                job = jobs[0] if jobs else None
-                inside = job.result() if job is not None else run_for_report(session, metric=metric,
-                                                                             threshold=gap_threshold)
+                inside = run_for_report(session, metric=metric, threshold=gap_threshold)
         for thread in warm:
             thread.join()
         subtitle = (f"model {name} · backend {backend}{' · int8 (pt2e)' if quantize else ''} · "
@@ -192,13 +178,7 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
                                        extra_files=files, on_stage=on_stage, inside=inside)
         result.session = session
         bar.advance()
-    except BaseException:
-        for job in jobs:
-            job.cancel()
-        raise
     finally:
-        for w in spare:  # not handed to an InsideJob (the build failed before lowering)
-            w.close()
         session.close()
         bar.close()
     return result

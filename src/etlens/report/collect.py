@@ -115,6 +115,8 @@ class ReportData:
     methods: list = field(default_factory=list)
     method: str | None = None
     llm: Any = None  # LlmProfile (analysis.llm) when the program looks like an LLM
+    #: the run's files, each parsed once and shared (:class:`etlens.readers.artifacts.ArtifactSet`)
+    artifacts: Any = None
 
 
 #: gaps below this (MSE / L1 / max_abs) are float rounding noise, not a divergence
@@ -296,17 +298,18 @@ def _numerics(data: ReportData, inspector, metric: str, threshold: float | None)
 def collect(inputs: ReportInputs) -> ReportData:
     """Run every analysis the report shows; missing inputs become notes, not failures."""
     from ..analysis.inspector import Inspector
+    from ..readers.artifacts import ArtifactSet
 
-    data = ReportData(inputs=inputs)
-    record = None
-    if inputs.etrecord:  # parsed once, shared by the Inspector and the numerics
-        from ..readers.etrecord import read as read_etrecord
-
-        with span("analyze/read etrecord"):
-            record = read_etrecord(inputs.etrecord)
+    # every file parsed once, shared by the Inspector, numerics, delegation, attribution and the page
+    arts = ArtifactSet(etdump=inputs.etdump, etrecord=inputs.etrecord, pte=inputs.pte,
+                       debug_buffer=inputs.debug_buffer)
+    data = ReportData(inputs=inputs, artifacts=arts)
+    with span("analyze/read files"):
+        record = arts.etrecord()
+        dump = arts.etdump()
     with span("analyze/inspector"):
-        inspector = Inspector(etdump_path=inputs.etdump, etrecord=record, debug_buffer_path=inputs.debug_buffer,
-                              pte=inputs.pte)
+        inspector = Inspector(etdump_data=dump, etrecord=record, debug_buffer_path=inputs.debug_buffer,
+                              pte=arts.pte())
         data.inspector = inspector
         df = inspector.to_dataframe()
         _latency(data, df, inspector)
@@ -318,9 +321,9 @@ def collect(inputs: ReportInputs) -> ReportData:
 
         try:
             # with both, the .pte's kernel list places the nodes that share a handle with a delegate
-            pte = inputs.pte if inputs.etrecord and inputs.pte else None
+            pte = arts.pte() if inputs.etrecord and inputs.pte else None
             with span("analyze/delegation"):
-                data.delegation = get_delegation_info(source, pte=pte)
+                data.delegation = get_delegation_info(record if record is not None else arts.pte(), pte=pte)
                 data.delegation_df = data.delegation.get_operator_delegation_dataframe()
         except EtlensError as exc:
             data.notes.append(f"delegation: {exc}")
@@ -356,11 +359,11 @@ def collect(inputs: ReportInputs) -> ReportData:
         data.llm = llm_profile(inspector, data.method, handle_to_nodes)
     if record is not None and inputs.pte:
         with span("analyze/attribution"):
-            _attribute(data, inspector, inputs.pte, handle_to_nodes)
+            _attribute(data, inspector, arts.pte(), handle_to_nodes)
     return data
 
 
-def _attribute(data: ReportData, inspector, pte: str, handle_to_nodes: dict[int, list[str]]) -> None:
+def _attribute(data: ReportData, inspector, pte: Any, handle_to_nodes: dict[int, list[str]]) -> None:
     """Per-node time inside delegates: the overlay gives each node its own time (not its delegate's),
     delegate-internal rows of the operator table gain their module and ATen op."""
     from ..analysis.attribution import attribute

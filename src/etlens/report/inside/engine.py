@@ -221,8 +221,7 @@ def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[di
 def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack", quantize: bool = False,
                      metric: str = "MSE", threshold: float | None = None, bisect: bool = False,
                      comparators: list | None = None, calibration: list | None = None,
-                     progress: bool | None = None, observe: bool = True, session: Any = None,
-                     worker: Any = None) -> InsideResult:
+                     progress: bool | None = None, observe: bool = True, session: Any = None) -> InsideResult:
     """Per-op values inside each delegate of ``model`` lowered for ``backend``, against the float model.
 
     Args:
@@ -239,8 +238,6 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
             time anchor); ``False`` saves that cycle.
         session: a :class:`~etlens.passes.session.BuildSession` of this model, backend and
             quantization: its export, quantized module and worker child are reused.
-        worker: the :class:`~etlens.passes.worker.Worker` to lower and run in (default: the
-            session's, else a new one); the caller closes it.
     """
     import torch
 
@@ -285,9 +282,7 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
 
     probes = max(1, len(exposures)).bit_length() + 1 if bisect else 0
     pbar = bar(total=1 + int(observe) + probes, desc="inside delegates", unit="lower+run", enabled=progress)
-    if worker is None and session is not None:
-        worker = session.worker
-    cycles = _Cycles(cfg, inputs, pbar, quantized=quantize, worker=worker)
+    cycles = _Cycles(cfg, inputs, pbar, quantized=quantize, worker=session.worker if session is not None else None)
     try:
         prod_outs = cycles(src, "production program")[0] if observe else None
         plain_seconds = cycles.seconds if observe else None

@@ -18,8 +18,7 @@ from typing import Any
 
 from ..render import Card, Section, table_html
 
-__all__ = ["attach", "adjust_cards", "section", "default_threshold", "run_for_report", "prestart_worker",
-           "InsideJob"]
+__all__ = ["attach", "adjust_cards", "section", "default_threshold"]
 
 #: gaps below this (MSE / L1 / max_abs) are float rounding noise, not a divergence
 NOISE_FLOOR = 1e-8
@@ -116,12 +115,12 @@ def section(data: Any) -> Section | None:
     return Section("inside", "Inside the delegates", body, intro)
 
 
-def run_for_report(session: Any, *, metric: str, threshold: float | None, worker: Any = None) -> Any:
+def run_for_report(session: Any, *, metric: str, threshold: float | None) -> Any:
     """Run the analysis for the report on ``session``'s model; ``None`` when the backend delegates nothing.
 
     ``session`` (a :class:`~etlens.passes.session.BuildSession` that already built the production
-    program) lends its export, its quantized module and (unless ``worker`` is given) its worker
-    child: no new export or quantization. The threshold defaults to :func:`default_threshold` of the rows
+    program) lends its export, its quantized module and its worker child: no new export,
+    quantization or child start. The threshold defaults to :func:`default_threshold` of the rows
     (the first divergence then marks where drift starts).
     """
     from ...analysis.comparators import get_comparator
@@ -132,8 +131,7 @@ def run_for_report(session: Any, *, metric: str, threshold: float | None, worker
         return None
     # the report already lowered + ran the production program; one more cycle for the instrumented one
     result = inside_delegates(session.model, session.inputs, backend=backend, quantize=session.quantize,
-                              metric=metric, threshold=threshold, progress=False, observe=False, session=session,
-                              worker=worker)
+                              metric=metric, threshold=threshold, progress=False, observe=False, session=session)
     if threshold is None:
         higher = bool(getattr(get_comparator(metric), "higher_is_better", False))
         t = default_threshold(result.rows, higher)
@@ -142,65 +140,3 @@ def run_for_report(session: Any, *, metric: str, threshold: float | None, worker
 
             rethreshold(result, t)
     return result
-
-
-class InsideJob:
-    """The inside-the-delegates analysis of a report, running next to the production build.
-
-    Its instrumented program depends only on the session's export (or quantized module), not on
-    the production lowering, so it runs in a thread with a second worker child (started by
-    :func:`prestart_worker` when the report begins, so its ``import torch`` + executorch overlaps
-    the export) while the session's child lowers and runs: on two cores the instrumented lower +
-    run overlaps the production build instead of following it. :meth:`result` waits for it and
-    returns :func:`run_for_report`'s value (or raises its error); :meth:`cancel` stops it.
-    """
-
-    def __init__(self, session: Any, metric: str, threshold: float | None, worker: Any) -> None:
-        import threading
-
-        self._args = (session, metric, threshold)
-        self._worker = worker
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="etlens-inside", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        session, metric, threshold = self._args
-        try:
-            self._value = run_for_report(session, metric=metric, threshold=threshold, worker=self._worker)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
-            self._error = exc
-        finally:
-            self._worker.close()
-
-    def result(self) -> Any:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    def cancel(self) -> None:
-        """Stop the analysis (the build failed): its child is killed, the thread ends."""
-        self._worker.kill()
-        self._thread.join()
-
-
-def prestart_worker(backend: Any, *, verbose: bool = False) -> Any:
-    """A second worker child for :class:`InsideJob`, started now; ``None`` when it would not overlap.
-
-    ``None`` for a backend lowered in this process (a :class:`~etlens.passes.backends.BackendConfig`
-    object), a backend that delegates nothing, a single CPU, or ``ETLENS_INSIDE_CHILD=0`` (one child
-    for everything: about 12 s less CPU, more wall time on two free cores): the report then runs
-    :func:`run_for_report` after the build, in the session's child.
-    """
-    import os
-
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if not isinstance(backend, str) or backend in ("", "portable", "none") or cpus < 2:
-        return None
-    if os.environ.get("ETLENS_INSIDE_CHILD", "") == "0":  # one child for everything (less CPU, more wall)
-        return None
-    from ...passes.session import start_worker
-
-    return start_worker(backend, verbose=verbose)

@@ -28,9 +28,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ...errors import MissingDataError
-from ...model import DelegateInfo, Graph, Node
-from ...readers.etrecord import ETRecord
+from ..errors import MissingDataError
+from ..model import DelegateInfo, Graph, Node
+from .etrecord import ETRecord
 
 __all__ = ["etrecord_graph"]
 
