@@ -75,7 +75,8 @@ class BuildSession:
         quantize: pt2e-quantize with the backend's quantizer (``calibration``: input tuples).
         trace: record the pass trace during :meth:`build` (see :attr:`trace`).
         verbose: show the worker child's log.
-        on_stage: told ``export``, ``quantize``, ``lower``, ``run`` as they start.
+        on_stage: told ``export``, ``quantize``, ``lower``, ``run`` as they start (``lower`` once the program
+            is handed to the worker child: from then on this process only waits).
         worker: a :class:`~etlens.passes.worker.Worker` already started (:func:`start_worker`, e.g.
             by the CLI before it loads the user's model); the session owns it from then on.
     """
@@ -254,10 +255,10 @@ class BuildSession:
                                debug_buffer=base + ".debug.bin", pt2=base + ".pt2" if save_pt2 else None)
         program = self.program
         quantized = self.quantize or _has_quantized_nodes(program)
-        self._stage("lower")
         t0 = time.perf_counter()
         trace_out = trace_path or base + ".trace.json"
         if self.in_process:
+            self._stage("lower")
             self._lower_here(program, arts, trace_out, quantized)  # a BackendConfig object: no child can rebuild it
         else:
             with tempfile.TemporaryDirectory(prefix="etlens-ep-") as tmp:
@@ -271,6 +272,8 @@ class BuildSession:
                     seed_path = os.path.join(tmp, "seed.trace.json")
                     seed.trace.save(seed_path)
                     trace_job = {"seed": seed_path, "ids": ids, "output": trace_out}
+                # from here this process only waits for the child ("lower" listeners may use it)
+                self._stage("lower")
                 with span("lower (waiting for the child)"):
                     self.worker.lower(ep_path, arts.pte, backend=self.config.name, etrecord=arts.etrecord,
                                       representative_inputs=self.inputs, quantized=quantized, trace=trace_job)

@@ -132,7 +132,8 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     bar = StageBar(total=total, desc="etlens report", enabled=progress)
     seen: list[str] = []
 
-    warm: list = []
+    warm: list = []  # threads running while the child lowers: imports, the inside view's preparation
+    prepared: dict = {}
 
     def on_stage(label: str) -> None:
         if seen:
@@ -143,6 +144,15 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
             from .collect import prewarm
 
             warm.append(prewarm())
+            if inside_delegates and not session.in_process:  # needs only the export: done while the child lowers
+                import threading
+
+                from .inside.engine import prepare
+
+                thread = threading.Thread(target=lambda: prepared.update(prepare(session)), name="etlens-inside-prep",
+                                          daemon=True)
+                thread.start()
+                warm.append(thread)
 
     def on_run(i: int) -> None:
         bar.advance()
@@ -161,15 +171,15 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
                       "debug buffer": arts.debug_buffer})
         if trace:
             files["pass trace (etlens trace JSON)"] = trace_path
+        for thread in warm:
+            thread.join()
         inside = None
         if inside_delegates:
             on_stage("inside the delegates")
             from .inside.section import run_for_report
 
             with span("inside the delegates"):
-                inside = run_for_report(session, metric=metric, threshold=gap_threshold)
-        for thread in warm:
-            thread.join()
+                inside = run_for_report(session, metric=metric, threshold=gap_threshold, prepared=prepared)
         subtitle = (f"model {name} · backend {backend}{' · int8 (pt2e)' if quantize else ''} · "
                     f"{runs} runs on the ExecuTorch runtime")
         result = report_from_artifacts(arts.etdump, output, etrecord=arts.etrecord, debug_buffer=arts.debug_buffer,
