@@ -61,7 +61,8 @@ class ArtifactSet:
             return None
         from .base import read_limited
 
-        return self._get("pte bytes", lambda: read_limited(self.pte_path))
+        data: bytes = self._get("pte bytes", lambda: read_limited(self.pte_path))
+        return data
 
     def pte(self) -> Any:
         """The parsed ``.pte`` (:class:`~etlens.readers.pte.PteArtifact`), or ``None``."""
@@ -69,7 +70,7 @@ class ArtifactSet:
             return None
         from .pte import read_pte_bytes
 
-        return self._get("pte", lambda: read_pte_bytes(self.pte_bytes(), name=self.pte_path))
+        return self._get("pte", lambda: read_pte_bytes(self.pte_bytes() or b"", name=self.pte_path))
 
     def etdump(self) -> Any:
         """The parsed ETDump (:class:`~etlens.readers.etdump.ETDump`), or ``None``."""

@@ -51,12 +51,12 @@ class _LRU:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._items: dict[tuple, ResolvedProgram] = {}
+        self._items: dict[tuple[Any, ...], ResolvedProgram] = {}
 
-    def get(self, key: tuple) -> ResolvedProgram | None:
+    def get(self, key: tuple[Any, ...]) -> ResolvedProgram | None:
         return self._items.get(key)
 
-    def put(self, key: tuple, value: ResolvedProgram) -> None:
+    def put(self, key: tuple[Any, ...], value: ResolvedProgram) -> None:
         if len(self._items) >= self.size:
             self._items.pop(next(iter(self._items)))
         self._items[key] = value
@@ -122,7 +122,7 @@ class ProgramResolver:
         try:
             st = os.stat(path)
             pst = os.stat(pte) if pte else None
-            key: tuple | None = (os.path.abspath(path), st.st_size, st.st_mtime_ns, method, etrecord_view,
+            key: tuple[Any, ...] | None = (os.path.abspath(path), st.st_size, st.st_mtime_ns, method, etrecord_view,
                                  os.path.abspath(pte) if pte else None, pst.st_mtime_ns if pst else None)
         except OSError:
             key = None
