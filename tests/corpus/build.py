@@ -2,7 +2,8 @@
 
 ``python tests/corpus/build.py OUT_DIR ARCH CONFIG`` (CONFIG: ``fp32-xnnpack``, ``int8-xnnpack``,
 ``fp32-portable``) writes ``OUT_DIR/ARCH-CONFIG/``: the report (``report.html`` and its side files,
-``report_artifacts/`` with the ``.pte``, ETRecord, ETDump, debug buffer and pass trace) and
+``report_artifacts/`` with the ``.pte``, ETRecord, ETDump, debug buffer and pass trace), ``plain/``
+(the same model through plain ExecuTorch APIs: ``.pte``, ETRecord, ETDump, debug buffer) and
 ``result.json``: build time, whether it worked, the error when not, and ExecuTorch's own
 ``get_delegation_info`` on the lowered program in memory (summary and per-operator table), which the
 tests compare with etlens' answer from the ETRecord.
@@ -55,10 +56,16 @@ def _record_delegation(result: dict):
     exir.to_edge_transform_and_lower = lowered
 
 
-def _reference_lowering(model, inputs, *, backend: str, quantize: bool, trace: bool) -> None:
-    """Lower the model here once more, the way the report does, so the patched
-    ``to_edge_transform_and_lower`` records ExecuTorch's delegation info of the lowered program
-    (the report lowers in a child process; with ``trace`` the pass tracer's lowering records it)."""
+def _reference_lowering(model, inputs, *, backend: str, quantize: bool, trace: bool, out: str | None = None,
+                        runs: int = 2) -> dict | None:
+    """Lower the model here once more with plain ExecuTorch APIs, the way a user does without etlens.
+
+    The patched ``to_edge_transform_and_lower`` records ExecuTorch's delegation info of the lowered
+    program (the report lowers in a child process). With ``out``, the plain flow goes on as a user's
+    would — ``to_executorch``, ``.pte`` + ETRecord written, ``runs`` runs in the ExecuTorch runtime
+    with ETDump and a debug buffer — and returns the paths it wrote: the tests build the report from
+    these files too and check it says what ``report --model`` said (tests/corpus/test_corpus.py).
+    """
     import torch
     from executorch.exir import to_edge_transform_and_lower
 
@@ -69,7 +76,32 @@ def _reference_lowering(model, inputs, *, backend: str, quantize: bool, trace: b
     cfg = get_backend(backend)
     if quantize:
         model = quantize_pt2e(model, inputs, cfg)
-    to_edge_transform_and_lower(torch.export.export(model, inputs), partitioner=cfg.partitioners())
+    edge = to_edge_transform_and_lower(torch.export.export(model, inputs), partitioner=cfg.partitioners(),
+                                       generate_etrecord=out is not None)
+    if out is None:
+        return None
+    from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
+
+    from etlens.passes import oplibs
+    from etlens.passes.debug_buffer import debug_buffer_bytes, trim_debug_buffer
+
+    os.makedirs(out, exist_ok=True)
+    files = {k: os.path.join(out, f"plain.{k}") for k in ("pte", "etrecord", "etdp", "debug.bin")}
+    if quantize:
+        oplibs.load(["executorch.kernels.quantized"])
+    et = edge.to_executorch()
+    with open(files["pte"], "wb") as f:
+        f.write(et.buffer)
+    record = et.get_etrecord()
+    record.update_representative_inputs([inputs])
+    record.save(files["etrecord"])
+    module = _load_for_executorch_from_buffer(et.buffer, enable_etdump=True,
+                                              debug_buffer_size=debug_buffer_bytes(et.buffer, runs))
+    for _ in range(runs):
+        module.forward(list(inputs))
+    module.write_etdump_result_to_file(files["etdp"], files["debug.bin"])
+    trim_debug_buffer(files["etdp"], files["debug.bin"])
+    return files
 
 
 def build(out_dir: str, arch: str, config: str) -> dict:
@@ -93,8 +125,12 @@ def build(out_dir: str, arch: str, config: str) -> dict:
                                 inside_delegates=False,  # covered by tests/report/inside (its own cases)
                                 progress=False, **CONFIGS[config])
         result.update(ok=True, files=rep.files, total_latency_ms=rep.total_latency_ms, worst_gap=rep.worst_gap)
-        if "et_delegation" not in result:  # no pass trace ran here (lowering itself runs in a child)
-            _reference_lowering(model, inputs, **CONFIGS[config])
+        # the plain ExecuTorch flow on the same model (delegation reference, and the files of
+        # test_report_content_equals_plain_flow); the model is built again: the report may have
+        # changed nothing in it, but a user's plain flow starts from a fresh one
+        model, inputs = build_model(arch)
+        plain_out = os.path.join(case_dir, "plain") if CONFIGS[config]["backend"] != "portable" else None
+        result["plain_files"] = _reference_lowering(model, inputs, out=plain_out, **CONFIGS[config])
     except BaseException as exc:  # noqa: B036 - recorded for the test to report
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["traceback"] = traceback.format_exc()[-4000:]

@@ -215,3 +215,37 @@ def test_report_page_lists_delegate_op_types_by_name(corpus_case, browser, tmp_p
     assert long, "gpt2's delegates run more than four ops: the truncated list must say how many"
     page.screenshot(path=str(tmp_path / "gpt2_report.png"), full_page=False)
     page.close()
+
+
+#: the report-vs-plain-flow content check: fp32 and int8 cases of each family, sized to the CI budget
+#: (two report_from_artifacts per case; the plain flow's files come with the cached build)
+CONTENT = ("bert:fp32-xnnpack", "gpt2:fp32-xnnpack", "resnet:fp32-xnnpack", "lstm:fp32-xnnpack",
+           "bert:int8-xnnpack", "resnet:int8-xnnpack", "vit:int8-xnnpack")
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.replace(":", "-"), marks=pytest.mark.xdist_group(c))
+                                  for c in CONTENT])
+def test_report_content_equals_plain_flow(corpus_case, case, tmp_path):
+    """``report --model``'s files say what a user's plain ExecuTorch flow's files say.
+
+    The build also ran the same model through plain ExecuTorch APIs (export, [pt2e], to_edge_transform_and_lower
+    with an ETRecord, to_executorch, the runtime with ETDump and a debug buffer; tests/corpus/build.py). The two
+    ``.pte`` are the same bytes, and the report built from each set of files has the same content
+    (tests/report/content.py: delegation table, numeric-gap rows and values, unpaired explanations, op list).
+    """
+    from etlens.report import report_from_artifacts
+    from tests.report.content import content_diffs, report_content
+
+    c = built(corpus_case, case)
+    plain = c.result.get("plain_files")
+    with check(c, "content vs plain flow"):
+        assert plain, "the build did not run the plain flow"
+        with open(c.pte, "rb") as f, open(plain["pte"], "rb") as g:
+            assert f.read() == g.read(), "report --model's .pte differs from the plain flow's"
+        ours = report_from_artifacts(c.etdump, str(tmp_path / "a.html"), etrecord=c.etrecord,
+                                     debug_buffer=c.debug_buffer, pte=c.pte).data
+        ref = report_from_artifacts(plain["etdp"], str(tmp_path / "b.html"), etrecord=plain["etrecord"],
+                                    debug_buffer=plain["debug.bin"], pte=plain["pte"]).data
+        a, b = report_content(ours), report_content(ref)
+        assert a["delegation"]["table"] and a["ops"]
+        assert content_diffs(a, b) == []

@@ -208,9 +208,13 @@ def _xnnpack_parts(d: Any, di: int, plan_name: str, spans: _Spans, group: str, d
     return True
 
 
-def analyze_size(data: bytes | bytearray | memoryview, name: str = "<bytes>", etrecord: Any = None) -> SizeReport:
-    """The :class:`SizeReport` of a ``.pte``'s bytes (``etrecord``, an ETRecord, names constants)."""
-    art = read_pte_bytes(data, name)
+def analyze_size(data: bytes | bytearray | memoryview, name: str = "<bytes>", etrecord: Any = None, *,
+                 artifact: Any = None) -> SizeReport:
+    """The :class:`SizeReport` of a ``.pte``'s bytes (``etrecord``, an ETRecord, names constants).
+
+    ``artifact``: those bytes already parsed (a :class:`~etlens.readers.pte.PteArtifact`), not parsed again.
+    """
+    art = artifact if artifact is not None else read_pte_bytes(data, name)
     program = art.program
     assert program is not None
     n = len(data)

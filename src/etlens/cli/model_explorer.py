@@ -38,8 +38,11 @@ def run(args) -> int:
         if not sep or not name or not path:
             raise EtlensError(f"--node-data {item!r}: expected NAME=PATH (e.g. latency=latency.json)")
         overlays[name] = load_node_values(path)
+    from ..readers.program import resolve_program
+
     label = args.label or os.path.basename(args.artifact)
-    paths = write_model_explorer(args.artifact, args.output, method=args.method, clusters=args.clusters,
+    program = resolve_program(args.artifact, args.method, "lowered")  # the file is read here, once
+    paths = write_model_explorer(program, args.output, method=args.method, clusters=args.clusters,
                                  node_data_values=overlays, label=label)
     print(f"wrote {paths['graph']} ({paths['graphs']} graph(s), {paths['nodes']} nodes)")
     print(f"wrote {paths['style']} (node-styler rules: one colour per partition)")

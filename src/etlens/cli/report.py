@@ -70,14 +70,25 @@ def run(args) -> int:
         from ..passes.loader import load_model, model_title
         from ..report import report_from_model
 
+        from .._timing import span
+        from ..passes.session import start_worker
+
         spec = model_spec(args)
-        model, inputs, _attr = load_model(spec)
+        # the native child imports torch + the backend while the user's model loads here
+        worker = start_worker(args.backend, verbose=args.verbose)
+        try:
+            with span("load model (user code, import torch)"):
+                model, inputs, _attr = load_model(spec)
+        except BaseException:
+            if worker is not None:
+                worker.close()
+            raise
         name = model_title(model, spec)
         result = report_from_model(model, inputs, args.output, name=name, title=args.title, backend=args.backend,
                                    quantize=args.quantize, runs=args.runs, trace=not args.no_trace,
                                    metric=args.metric, gap_threshold=args.fail_on_gap,
                                    debug_buffer_size=args.debug_buffer_size, verbose=args.verbose,
-                                   inside_delegates=not args.no_inside_delegates)
+                                   inside_delegates=not args.no_inside_delegates, worker=worker)
     lat = f"{result.total_latency_ms:.3f} ms" if result.total_latency_ms is not None else "n/a"
     gap = f"{result.worst_gap:.4g}" if result.worst_gap is not None else "n/a"
     share = f"{result.delegated_share:.0%}" if result.delegated_share is not None else "n/a"

@@ -23,18 +23,23 @@ __all__ = ["main", "JOBS", "load_op_libraries"]
 
 
 def main() -> None:
-    """Serve jobs until stdin ends or an empty line arrives.
+    """Serve jobs until stdin ends or an empty line arrives, then exit at once (``os._exit``).
 
     Module names given as arguments are imported first (the worker's ``prewarm``), while the
     parent is still busy; an import error is left for the job that needs the module to report.
     """
     import importlib
 
+    from .._timing import set_sink, span
+
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # keep stdout for the protocol; stray prints go to the log
+    # ETLENS_TIMING: this child's stages go to the parent as protocol lines (etlens._timing)
+    set_sink(lambda label, start, wall, cpu: proto.write(f"time {label} {start:.6f} {wall:.6f} {cpu:.6f}\n"))
     for name in sys.argv[1:]:
         try:
-            importlib.import_module(name)
+            with span(f"import {name}"):
+                importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the job that needs it reports the error
             pass
     for line in sys.stdin:
@@ -43,17 +48,25 @@ def main() -> None:
             break
         proto.write("done\n" if run_job_file(job_path, proto) else "failed\n")
     proto.close()
+    sys.stdout.flush()
     sys.stderr.flush()
+    # no interpreter teardown: with torch + ExecuTorch loaded it costs ~3 s of CPU, and the parent
+    # waits for this exit (every job's files are written and closed before its "done")
+    os._exit(0)
 
 
 def run_job_file(job_path: str, proto: Any) -> bool:
     """Run the job at ``job_path``; on a Python error write its ``error.json`` and return False."""
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
+    from .._timing import span
+
     try:
         proto.write(f"stage {job['job']}\n")
-        load_op_libraries(job)
-        result = JOBS[job["job"]](job, proto)
+        with span(f"{job['job']}/op libraries"):
+            load_op_libraries(job)
+        with span(job["job"]):
+            result = JOBS[job["job"]](job, proto)
         with open(job["result"], "w", encoding="utf-8") as f:
             json.dump(result or {}, f)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises an EtlensError
@@ -92,14 +105,18 @@ def lower(job: dict[str, Any], proto: Any) -> dict[str, Any]:
     """Lower the saved ExportedProgram; with ``trace``, record the pass snapshots during this lowering."""
     import torch
 
+    from .._timing import span
+
     from ..model.trace import Trace
     from ..readers.exported import load_exported_program
     from .backends import get_backend
     from .describe import describe_delegates, recording
 
     cfg = get_backend(job["backend"])
-    cfg.check_available()
-    ep = load_exported_program(job["ep"])  # registers the pytree types of its inputs/outputs first
+    with span("lower/check backend"):
+        cfg.check_available()
+    with span("lower/load program"):
+        ep = load_exported_program(job["ep"])  # registers the pytree types of its inputs/outputs first
     edge = None
     result: dict[str, Any] = {"traced_lowering": False}
     trace_job = job.get("trace")
@@ -110,7 +127,8 @@ def lower(job: dict[str, Any], proto: Any) -> dict[str, Any]:
         t = PipelineTracer.resume(cfg, Trace.load(trace_job["seed"]), trace_job["ids"],
                                   record_times=trace_job.get("record_times", True))
         try:
-            edge = lowering_stages(t, cfg, ep, production=True)
+            with span("lower/traced lowering"):
+                edge = lowering_stages(t, cfg, ep, production=True)
         except Exception as exc:  # noqa: BLE001 - the trace is extra: the plain lowering below still runs
             result["trace_error"] = f"{type(exc).__name__}: {exc}"
         t.trace.save(trace_job["output"])
@@ -125,17 +143,22 @@ def lower(job: dict[str, Any], proto: Any) -> dict[str, Any]:
         if job.get("describe"):
             partitioners = [recording(partitioners[0], job["describe"]), *partitioners[1:]] if partitioners else []
         # ExecuTorch's default edge compile config, as the fixtures and reports have always been built
-        edge = to_edge_transform_and_lower(ep, partitioner=partitioners, generate_etrecord=bool(job.get("etrecord")))
+        with span("lower/to_edge_transform_and_lower"):
+            edge = to_edge_transform_and_lower(ep, partitioner=partitioners,
+                                               generate_etrecord=bool(job.get("etrecord")))
     if job.get("describe"):
         describe_delegates(edge.exported_program(), job["describe"])
-    et = edge.to_executorch()
+    with span("lower/to_executorch"):
+        et = edge.to_executorch()
     with open(job["pte"], "wb") as f:
         f.write(et.buffer)
     if job.get("etrecord"):
-        record = et.get_etrecord()
-        if job.get("representative_inputs"):
-            record.update_representative_inputs([tuple(torch.load(job["representative_inputs"], weights_only=True))])
-        record.save(job["etrecord"])
+        with span("lower/etrecord"):
+            record = et.get_etrecord()
+            if job.get("representative_inputs"):
+                record.update_representative_inputs([tuple(torch.load(job["representative_inputs"],
+                                                                      weights_only=True))])
+            record.save(job["etrecord"])
     return result
 
 
@@ -147,26 +170,32 @@ def run(job: dict[str, Any], proto: Any) -> dict[str, Any]:
     import torch
     from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
 
+    from .._timing import span
     from .debug_buffer import debug_buffer_bytes, trim_debug_buffer
 
     size = job.get("debug_buffer_size")
     if job.get("debug") and size is None:
-        size = debug_buffer_bytes(job["pte"], job["runs"])
+        with span("run/size debug buffer"):
+            size = debug_buffer_bytes(job["pte"], job["runs"])
         proto.write(f"size {size}\n")
     from .inputs import flatten_inputs
 
     flat = flatten_inputs(torch.load(job["inputs"], weights_only=True))  # the runtime takes a flat list
     with open(job["pte"], "rb") as f:
         program = f.read()  # kept alive: the runtime reads from this buffer without copying it
-    module = _load_for_executorch_from_buffer(program, enable_etdump=bool(job.get("etdump")),
-                                              debug_buffer_size=size if job.get("debug") else 0)
+    with span("run/load method"):
+        module = _load_for_executorch_from_buffer(program, enable_etdump=bool(job.get("etdump")),
+                                                  debug_buffer_size=size if job.get("debug") else 0)
     outputs = None
-    for i in range(job["runs"]):
-        outputs = module.forward(flat)
-        proto.write(f"run {i}\n")
+    with span("run/forward x runs"):
+        for i in range(job["runs"]):
+            outputs = module.forward(flat)
+            proto.write(f"run {i}\n")
     if job.get("debug"):
-        module.write_etdump_result_to_file(job["etdump"], job["debug"])
-        trim_debug_buffer(job["etdump"], job["debug"])
+        with span("run/write etdump"):
+            module.write_etdump_result_to_file(job["etdump"], job["debug"])
+        with span("run/trim debug buffer"):
+            trim_debug_buffer(job["etdump"], job["debug"])
     elif job.get("etdump"):
         module.write_etdump_result_to_file(job["etdump"])
     torch.save(list(outputs or []), job["outputs"])

@@ -43,9 +43,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .._timing import span
 from .loader import user_code
 
-__all__ = ["BuildSession", "DeviceArtifacts"]
+__all__ = ["BuildSession", "DeviceArtifacts", "start_worker"]
 
 
 @dataclass
@@ -74,12 +75,15 @@ class BuildSession:
         quantize: pt2e-quantize with the backend's quantizer (``calibration``: input tuples).
         trace: record the pass trace during :meth:`build` (see :attr:`trace`).
         verbose: show the worker child's log.
-        on_stage: told ``export``, ``quantize``, ``lower``, ``run`` as they start.
+        on_stage: told ``export``, ``quantize``, ``lower``, ``run`` as they start (``lower`` once the program
+            is handed to the worker child: from then on this process only waits).
+        worker: a :class:`~etlens.passes.worker.Worker` already started (:func:`start_worker`, e.g.
+            by the CLI before it loads the user's model); the session owns it from then on.
     """
 
     def __init__(self, model: Any, example_inputs: Any, *, name: str = "model", backend: Any = "xnnpack",
                  quantize: bool = False, calibration: list | None = None, trace: bool = False,
-                 verbose: bool = False, on_stage: Callable[[str], Any] | None = None) -> None:
+                 verbose: bool = False, on_stage: Callable[[str], Any] | None = None, worker: Any = None) -> None:
         from .backends import get_backend
 
         self.model = model
@@ -107,7 +111,7 @@ class BuildSession:
         self._exported: Any = None
         self._quantized: Any = None
         self._program: Any = None
-        self._worker: Any = None
+        self._worker: Any = worker
         self._snapshots: list[tuple[str, Any]] = []  # (stage, graph) recorded as the objects are made
 
     @property
@@ -157,7 +161,7 @@ class BuildSession:
             self.start_worker()
             self._stage("export")
             t0 = time.perf_counter()
-            with user_code("export", self.name):
+            with user_code("export", self.name), span("export"):
                 self._exported = torch.export.export(self.model, self.inputs)
             self.counts["export"] += 1
             self.seconds["export"] = time.perf_counter() - t0
@@ -172,7 +176,7 @@ class BuildSession:
             exported = self.exported
             self._stage("quantize")
             t0 = time.perf_counter()
-            with user_code("quantize", self.name):
+            with user_code("quantize", self.name), span("quantize"):
                 self._quantized = quantize_pt2e(self.model, self.inputs, self.config, calibration=self.calibration,
                                                 exported=exported)
             self.counts["quantize"] += 1
@@ -192,12 +196,13 @@ class BuildSession:
 
                 quantized = self.quantized_module
                 t0 = time.perf_counter()
-                with user_code("quantize", self.name):
+                with user_code("quantize", self.name), span("export quantized"):
                     self._program = torch.export.export(quantized, self.inputs)
                 self.counts["export"] += 1
                 self.seconds["export_quantized"] = time.perf_counter() - t0
             if self.record_trace:
-                self._snapshot("export", self._program)
+                with span("trace/export snapshot"):
+                    self._snapshot("export", self._program)
         return self._program
 
     def float_module(self) -> Any:
@@ -250,23 +255,28 @@ class BuildSession:
                                debug_buffer=base + ".debug.bin", pt2=base + ".pt2" if save_pt2 else None)
         program = self.program
         quantized = self.quantize or _has_quantized_nodes(program)
-        self._stage("lower")
         t0 = time.perf_counter()
         trace_out = trace_path or base + ".trace.json"
         if self.in_process:
+            self._stage("lower")
             self._lower_here(program, arts, trace_out, quantized)  # a BackendConfig object: no child can rebuild it
         else:
             with tempfile.TemporaryDirectory(prefix="etlens-ep-") as tmp:
                 ep_path = arts.pt2 or os.path.join(tmp, "program.pt2")
-                torch.export.save(program, ep_path)
+                with span("save program"):
+                    torch.export.save(program, ep_path)
                 trace_job = None
                 if self.record_trace:
-                    seed, ids = self._seed()
+                    with span("trace/seed"):
+                        seed, ids = self._seed()
                     seed_path = os.path.join(tmp, "seed.trace.json")
                     seed.trace.save(seed_path)
                     trace_job = {"seed": seed_path, "ids": ids, "output": trace_out}
-                self.worker.lower(ep_path, arts.pte, backend=self.config.name, etrecord=arts.etrecord,
-                                  representative_inputs=self.inputs, quantized=quantized, trace=trace_job)
+                # from here this process only waits for the child ("lower" listeners may use it)
+                self._stage("lower")
+                with span("lower (waiting for the child)"):
+                    self.worker.lower(ep_path, arts.pte, backend=self.config.name, etrecord=arts.etrecord,
+                                      representative_inputs=self.inputs, quantized=quantized, trace=trace_job)
             if self.record_trace:
                 from ..model.trace import Trace
 
@@ -275,8 +285,9 @@ class BuildSession:
         self.seconds["lower"] = time.perf_counter() - t0
         self._stage("run")
         t0 = time.perf_counter()
-        self.worker.run(arts.pte, self.inputs, runs=runs, etdump=arts.etdump, debug=arts.debug_buffer,
-                        debug_buffer_size=debug_buffer_size, quantized=quantized, on_run=on_run)
+        with span("run (waiting for the child)"):
+            self.worker.run(arts.pte, self.inputs, runs=runs, etdump=arts.etdump, debug=arts.debug_buffer,
+                            debug_buffer_size=debug_buffer_size, quantized=quantized, on_run=on_run)
         self.counts["run"] += 1
         self.seconds["run"] = time.perf_counter() - t0
         return arts
@@ -309,6 +320,23 @@ class BuildSession:
         record.save(arts.etrecord)
         if arts.pt2:
             torch.export.save(program, arts.pt2)
+
+
+def start_worker(backend: Any = "xnnpack", *, verbose: bool = False) -> Any:
+    """A started :class:`~etlens.passes.worker.Worker` for ``backend`` (``None`` for an in-process backend).
+
+    Its child imports torch and the backend's modules right away, while this process does other
+    work (the CLI loads the user's model meanwhile); hand it to :class:`BuildSession` (``worker=``).
+    """
+    from .backends import get_backend
+    from .worker import Worker
+
+    if not isinstance(backend, str) and backend is not None:
+        return None
+    config = get_backend("portable" if backend is None or backend in PORTABLE else backend)
+    worker = Worker(verbose=verbose, prewarm=["torch", *config.requires])
+    worker.start()
+    return worker
 
 
 def _has_quantized_nodes(ep: Any) -> bool:

@@ -27,6 +27,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._timing import span
 from .collect import ReportData, ReportInputs, collect, write_side_files
 from .page import build_page
 from .render import render_report
@@ -74,7 +75,8 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
                           method=method)
     if on_stage is not None:
         on_stage("analyze")
-    data = collect(inputs)
+    with span("analyze"):
+        data = collect(inputs)
     if inside is not None:  # per-op values inside delegates (report.inside), from report_from_model
         from .inside.section import attach
 
@@ -82,10 +84,12 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
     if on_stage is not None:
         on_stage("render")
     files = dict(extra_files or {})
-    files.update(write_side_files(data, out_dir, stem))
-    page = build_page(data, out_dir, stem, files)
-    with open(output, "w", encoding="utf-8") as f:
-        f.write(render_report(page))
+    with span("render/side files"):
+        files.update(write_side_files(data, out_dir, stem))
+    with span("render/page"):
+        page = build_page(data, out_dir, stem, files)
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(render_report(page))
     return ReportResult(path=output, files=files, total_latency_ms=data.total_latency_ms,
                         worst_gap=data.worst_gap[0] if data.worst_gap else None, gap_metric=data.gap_metric,
                         gap_higher_is_better=data.gap_higher_is_better, data=data,
@@ -96,7 +100,7 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
                       backend: str = "xnnpack", quantize: bool = False, runs: int = 5, trace: bool = True,
                       metric: str = "MSE", gap_threshold: float | None = None, progress: bool | None = None,
                       debug_buffer_size: int | None = None, verbose: bool = False,
-                      inside_delegates: bool = True, title: str | None = None) -> ReportResult:
+                      inside_delegates: bool = True, title: str | None = None, worker: Any = None) -> ReportResult:
     """Export, lower, run, trace and report on ``model`` (needs the ``executorch`` extra).
 
     ``name`` names the model in the subtitle and the artifact files; ``title`` is the page title
@@ -112,7 +116,9 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     ``debug_buffer_size`` (bytes; ``None``: sized from the program) is the runtime's buffer for
     intermediate outputs; ``verbose`` shows the children's logs. ``inside_delegates`` (default on):
     also lower + run an instrumented build and show the per-op values inside each delegate
-    (:mod:`etlens.report.inside`).
+    (:mod:`etlens.report.inside`). ``worker``: a child already started for this backend
+    (:func:`etlens.passes.session.start_worker`; the CLI starts it before loading the model), used
+    and closed by the report.
     """
     from .._progress import StageBar
     from ..passes.session import BuildSession
@@ -126,11 +132,27 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     bar = StageBar(total=total, desc="etlens report", enabled=progress)
     seen: list[str] = []
 
+    warm: list = []  # threads running while the child lowers: imports, the inside view's preparation
+    prepared: dict = {}
+
     def on_stage(label: str) -> None:
         if seen:
             bar.advance()
         seen.append(label)
         bar.stage(label if label != "run" else f"run 1/{runs}")
+        if label == "lower" and not warm:  # this process waits for the child from here on
+            from .collect import prewarm
+
+            warm.append(prewarm())
+            if inside_delegates and not session.in_process:  # needs only the export: done while the child lowers
+                import threading
+
+                from .inside.engine import prepare
+
+                thread = threading.Thread(target=lambda: prepared.update(prepare(session)), name="etlens-inside-prep",
+                                          daemon=True)
+                thread.start()
+                warm.append(thread)
 
     def on_run(i: int) -> None:
         bar.advance()
@@ -139,7 +161,7 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
 
     files: dict[str, str] = {}
     session = BuildSession(model, example_inputs, name=name, backend=backend, quantize=quantize, trace=trace,
-                           verbose=verbose, on_stage=on_stage)
+                           verbose=verbose, on_stage=on_stage, worker=worker)
     try:
         trace_path = os.path.join(art_dir, f"{name}.trace.json")
         arts = session.build(art_dir, runs=runs, debug_buffer_size=debug_buffer_size, on_run=on_run,
@@ -149,12 +171,15 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
                       "debug buffer": arts.debug_buffer})
         if trace:
             files["pass trace (etlens trace JSON)"] = trace_path
+        for thread in warm:
+            thread.join()
         inside = None
         if inside_delegates:
             on_stage("inside the delegates")
             from .inside.section import run_for_report
 
-            inside = run_for_report(session, metric=metric, threshold=gap_threshold)
+            with span("inside the delegates"):
+                inside = run_for_report(session, metric=metric, threshold=gap_threshold, prepared=prepared)
         subtitle = (f"model {name} · backend {backend}{' · int8 (pt2e)' if quantize else ''} · "
                     f"{runs} runs on the ExecuTorch runtime")
         result = report_from_artifacts(arts.etdump, output, etrecord=arts.etrecord, debug_buffer=arts.debug_buffer,

@@ -15,10 +15,42 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._timing import span
 from ..errors import EtlensError
 from ..schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, METHOD_EXECUTE
 
-__all__ = ["ReportInputs", "ReportData", "collect", "op_types_text"]
+__all__ = ["ReportInputs", "ReportData", "collect", "op_types_text", "prewarm"]
+
+#: what :func:`collect` and the page import on first use (pandas alone ~0.6 s)
+_PREWARM = ("pandas", "etlens.analysis.inspector", "etlens.analysis.inspector.methods", "etlens.analysis.numerics",
+            "etlens.analysis.delegation", "etlens.analysis.attribution", "etlens.analysis.llm",
+            "etlens.analysis.comparators", "etlens.analysis.memory", "etlens.analysis.size",
+            "etlens.analysis.allocations", "etlens.readers.etrecord", "etlens.readers.pte", "etlens.readers.etdump",
+            "etlens.views.html", "etlens.views.perfetto", "etlens.views.treemap", "etlens.views.icicle",
+            "etlens.views.memory_timeline", "etlens.views.llm", "etlens.views.allocations", "etlens.views.text",
+            "etlens.report.page", "etlens.report.memory_section", "etlens.report.llm_section",
+            "etlens.report.inside.section")
+
+
+def prewarm() -> Any:
+    """Import what the analyses and the page need, in a background thread; return the thread.
+
+    ``report_from_model`` starts it while the worker child lowers and runs (this process only waits
+    then) and joins it before :func:`collect`. Only imports: no file is read, nothing computed.
+    """
+    import importlib
+    import threading
+
+    def run() -> None:
+        for name in _PREWARM:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001, S112 - the analysis that needs it reports the error
+                continue
+
+    thread = threading.Thread(target=run, name="etlens-prewarm", daemon=True)
+    thread.start()
+    return thread
 
 
 @dataclass
@@ -83,6 +115,8 @@ class ReportData:
     methods: list = field(default_factory=list)
     method: str | None = None
     llm: Any = None  # LlmProfile (analysis.llm) when the program looks like an LLM
+    #: the run's files, each parsed once and shared (:class:`etlens.readers.artifacts.ArtifactSet`)
+    artifacts: Any = None
 
 
 #: gaps below this (MSE / L1 / max_abs) are float rounding noise, not a divergence
@@ -264,18 +298,21 @@ def _numerics(data: ReportData, inspector, metric: str, threshold: float | None)
 def collect(inputs: ReportInputs) -> ReportData:
     """Run every analysis the report shows; missing inputs become notes, not failures."""
     from ..analysis.inspector import Inspector
+    from ..readers.artifacts import ArtifactSet
 
-    data = ReportData(inputs=inputs)
-    record = None
-    if inputs.etrecord:  # parsed once, shared by the Inspector and the numerics
-        from ..readers.etrecord import read as read_etrecord
-
-        record = read_etrecord(inputs.etrecord)
-    inspector = Inspector(etdump_path=inputs.etdump, etrecord=record, debug_buffer_path=inputs.debug_buffer,
-                          pte=inputs.pte)
-    data.inspector = inspector
-    df = inspector.to_dataframe()
-    _latency(data, df, inspector)
+    # every file parsed once, shared by the Inspector, numerics, delegation, attribution and the page
+    arts = ArtifactSet(etdump=inputs.etdump, etrecord=inputs.etrecord, pte=inputs.pte,
+                       debug_buffer=inputs.debug_buffer)
+    data = ReportData(inputs=inputs, artifacts=arts)
+    with span("analyze/read files"):
+        record = arts.etrecord()
+        dump = arts.etdump()
+    with span("analyze/inspector"):
+        inspector = Inspector(etdump_data=dump, etrecord=record, debug_buffer_path=inputs.debug_buffer,
+                              pte=arts.pte())
+        data.inspector = inspector
+        df = inspector.to_dataframe()
+        _latency(data, df, inspector)
 
     handle_to_nodes: dict[int, list[str]] = {}
     source = inputs.etrecord or inputs.pte
@@ -284,9 +321,10 @@ def collect(inputs: ReportInputs) -> ReportData:
 
         try:
             # with both, the .pte's kernel list places the nodes that share a handle with a delegate
-            pte = inputs.pte if inputs.etrecord and inputs.pte else None
-            data.delegation = get_delegation_info(source, pte=pte)
-            data.delegation_df = data.delegation.get_operator_delegation_dataframe()
+            pte = arts.pte() if inputs.etrecord and inputs.pte else None
+            with span("analyze/delegation"):
+                data.delegation = get_delegation_info(record if record is not None else arts.pte(), pte=pte)
+                data.delegation_df = data.delegation.get_operator_delegation_dataframe()
         except EtlensError as exc:
             data.notes.append(f"delegation: {exc}")
     else:
@@ -294,7 +332,8 @@ def collect(inputs: ReportInputs) -> ReportData:
 
     if record is not None and inputs.debug_buffer:
         try:
-            analysis = _numerics(data, inspector, inputs.metric, inputs.gap_threshold)
+            with span("analyze/numerics"):
+                analysis = _numerics(data, inspector, inputs.metric, inputs.gap_threshold)
             data.reference_graph = record.graph(prefer=(analysis.reference_graph,))
             for name, node in analysis.capture.nodes.items():
                 for h in node.handle or ():
@@ -316,13 +355,15 @@ def collect(inputs: ReportInputs) -> ReportData:
         _latency_overlay(data, inspector, handle_to_nodes)
     from ..analysis.llm import llm_profile
 
-    data.llm = llm_profile(inspector, data.method, handle_to_nodes)
+    with span("analyze/llm profile"):
+        data.llm = llm_profile(inspector, data.method, handle_to_nodes)
     if record is not None and inputs.pte:
-        _attribute(data, inspector, inputs.pte, handle_to_nodes)
+        with span("analyze/attribution"):
+            _attribute(data, inspector, arts.pte(), handle_to_nodes)
     return data
 
 
-def _attribute(data: ReportData, inspector, pte: str, handle_to_nodes: dict[int, list[str]]) -> None:
+def _attribute(data: ReportData, inspector, pte: Any, handle_to_nodes: dict[int, list[str]]) -> None:
     """Per-node time inside delegates: the overlay gives each node its own time (not its delegate's),
     delegate-internal rows of the operator table gain their module and ATen op."""
     from ..analysis.attribution import attribute

@@ -28,25 +28,31 @@ def _embed(path: str, title: str, height: int) -> str:
 
 
 def memory_sections(inputs: Any, out_dir: str, stem: str, files: dict[str, str],
-                    notes: list[str] | None = None) -> list[Section]:
-    """The memory, size and allocation sections for ``inputs`` (a ``ReportInputs``)."""
+                    notes: list[str] | None = None, artifacts: Any = None) -> list[Section]:
+    """The memory, size and allocation sections for ``inputs`` (a ``ReportInputs``).
+
+    ``artifacts``: the report's :class:`~etlens.readers.artifacts.ArtifactSet` (files parsed once,
+    shared with the other sections); default: a new one for ``inputs``' paths.
+    """
+    from ..readers.artifacts import ArtifactSet
+
     out: list[Section] = []
     notes = notes if notes is not None else []
+    if artifacts is None:
+        artifacts = ArtifactSet(etdump=getattr(inputs, "etdump", None), etrecord=getattr(inputs, "etrecord", None),
+                                pte=getattr(inputs, "pte", None))
     pte = getattr(inputs, "pte", None)
     if pte:
         try:
             from ..analysis.memory import analyze_memory, attach_etrecord
-            from ..analysis.size import size_of_file
-            from ..readers.pte import read
+            from ..analysis.size import analyze_size
             from ..views.memory_timeline import write_memory_html
             from ..views.treemap import write_treemap_html
 
-            rep = analyze_memory(read(pte))
+            rep = analyze_memory(artifacts.pte())
             etrecord = None
             if getattr(inputs, "etrecord", None):
-                from ..readers.etrecord import read as read_etrecord
-
-                etrecord = read_etrecord(inputs.etrecord)
+                etrecord = artifacts.etrecord()
                 attach_etrecord(rep, etrecord)
             p = write_memory_html(rep, os.path.join(out_dir, f"{stem}.memory.html"))
             files["planned memory"] = p
@@ -54,7 +60,7 @@ def memory_sections(inputs: Any, out_dir: str, stem: str, files: dict[str, str],
             out.append(Section("memory", "Planned memory", _embed(p, "planned memory", 540),
                                f"{arenas} arena(s): each bar is a planned tensor at its offset (y) over the "
                                "instructions it is live for (x); hover for the tensor and its operator."))
-            size = size_of_file(pte, etrecord)
+            size = analyze_size(artifacts.pte_bytes(), pte, etrecord, artifact=artifacts.pte())
             p = write_treemap_html(size, os.path.join(out_dir, f"{stem}.size.html"))
             files["size treemap"] = p
             out.append(Section("size", "Where the bytes go", _embed(p, "size treemap", 640),
@@ -66,10 +72,9 @@ def memory_sections(inputs: Any, out_dir: str, stem: str, files: dict[str, str],
     if etdump:
         try:
             from ..analysis.allocations import allocation_summary, has_allocations
-            from ..readers.etdump import read_etdump
             from ..views.allocations import allocations_html
 
-            dump = read_etdump(etdump)
+            dump = artifacts.etdump()
             if has_allocations(dump):
                 out.append(Section("allocations", "Runtime allocations", allocations_html(allocation_summary(dump)),
                                    "Allocation events the runtime recorded per run (allocators tracked by ETDump)."))

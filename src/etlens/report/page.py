@@ -202,9 +202,7 @@ def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str])
         page.sections.append(Section("graph", "Graph", body,
                                      f"Stage {g.name}: click a node for its details; colours show the overlay."))
     if inputs.pte:
-        from ..readers import read
-
-        program = read(inputs.pte).graph(prefer=("forward",))
+        program = data.artifacts.pte().graph(prefer=("forward",))
         p = generate_html(program, os.path.join(out_dir, f"{stem}.program.html"),
                           title=f"{os.path.basename(inputs.pte)} (lowered program)")
         files["lowered program graph"] = p
@@ -228,7 +226,7 @@ def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str])
     if data.gap_df is not None:
         page.sections.append(_gap_section(data))
     page.sections.extend(s for s in [inside.section(data)] if s is not None)
-    page.sections.extend(memory_sections(inputs, out_dir, stem, files, page.notes))
+    page.sections.extend(memory_sections(inputs, out_dir, stem, files, page.notes, artifacts=data.artifacts))
     links = "".join(
         f"<li>{html.escape(label)}: <a href='{html.escape(os.path.relpath(path, out_dir))}'>"
         f"{html.escape(os.path.relpath(path, out_dir))}</a></li>" for label, path in files.items() if path)

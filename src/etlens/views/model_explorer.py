@@ -337,15 +337,20 @@ def to_model_explorer_json(obj: Any, *, method: str | None = None, clusters: boo
                            get_node_qdq_cluster_name: Callable[[Any], str | None] | None = None) -> dict:
     """The Model Explorer graph collection of ``obj`` (any program or artifact path etlens reads).
 
+    ``obj``: a :class:`~etlens.readers.program.ResolvedProgram` (what the CLI passes: the file is read
+    once, by :func:`etlens.readers.program.resolve_program`), an in-memory program, an etlens graph
+    or artifact; a path is resolved through the same reader.
+
     ``clusters=False``: module-hierarchy namespaces, delegates as nodes with their lowered graph as
     a subgraph. ``clusters=True``: delegates expanded in place, grouped by partition and QDQ cluster
     (callbacks as in ExecuTorch's ``visualize_with_clusters``; the defaults read
     ``meta["delegation_tag"]`` / ``meta["cluster"]`` and fall back to the delegate a node was lowered
     into and etlens' own QDQ clustering).
     """
-    from ..analysis.delegation import resolve_program
+    from ..readers.program import ResolvedProgram, resolve_program
 
-    res = resolve_program(obj, method, "lowered")
+    # a path is read where files are read (readers.program); the CLI hands over the parsed program
+    res = obj if isinstance(obj, ResolvedProgram) else resolve_program(obj, method, "lowered")
     graph = res.graph
     graph_id = graph.name or "graph"
     if clusters:

@@ -1,8 +1,9 @@
 """What a backend took and what it left to the portable kernels, and why (public surface).
 
-* :mod:`.core` — :func:`get_delegation_info` (ExecuTorch-compatible), the text renderings, and
-  :func:`resolve_program` (any program, artifact or path → graph + fx objects, cached per file);
-* :mod:`.etrecord` — rebuild the lowered program from an ETRecord's maps;
+* :mod:`.core` — :func:`get_delegation_info` (ExecuTorch-compatible) and the text renderings;
+  :func:`resolve_program` (any program, artifact or path → graph + fx objects, cached per file) is
+  re-exported from where files are read, :mod:`etlens.readers.program` (with the rebuild of the
+  lowered program from an ETRecord's maps, :mod:`etlens.readers.etrecord_lowered`);
 * :mod:`.reasons` — replay a partitioner's support checks to say why a node stayed out.
 """
 

@@ -46,7 +46,7 @@ from typing import Any
 from ...errors import EtlensError
 from ...model import Graph, Node
 from .facts import STRUCTURAL
-from .resolve import ProgramResolver, ResolvedProgram, default_resolver, is_graph_module, resolve_program
+from ...readers.program import ProgramResolver, ResolvedProgram, default_resolver, is_graph_module, resolve_program
 
 __all__ = [
     "DelegationBreakdown",

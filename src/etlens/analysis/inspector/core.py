@@ -121,7 +121,9 @@ class Inspector:
             self._etrecord = _load_record(etrecord)  # as given (ExecuTorch's attribute name)
             #: the ETRecord behind one interface, whichever kind was given (``None`` without one)
             self.record: Optional[Record] = as_record(self._etrecord) if self._etrecord is not None else None
-            self._dump: ETDump = read_etdump(etdump_path if etdump_path is not None else etdump_data)
+            # etdump_data may also be an ETDump already parsed (a report's readers.artifacts.ArtifactSet)
+            self._dump: ETDump = (etdump_data if isinstance(etdump_data, ETDump) else
+                                  read_etdump(etdump_path if etdump_path is not None else etdump_data))
             self._buffer: Optional[DebugBuffer] = None
             if debug_buffer_path is not None or debug_buffer_data is not None:
                 self._buffer = DebugBuffer(debug_buffer_path, data=debug_buffer_data)

@@ -48,12 +48,13 @@ import tempfile
 import time
 from typing import Any
 
+from ..._timing import span
 from ...errors import EtlensError
 from ...passes.inputs import args_for, as_args
 from .graph import Exposure, capture, instrument, plan, value_of
 from .result import InsideResult
 
-__all__ = ["inside_delegates", "rethreshold", "METRICS"]
+__all__ = ["inside_delegates", "prepare", "rethreshold", "METRICS"]
 
 #: every row carries these metrics for each reference (plus any custom comparators)
 METRICS = ["MSE", "L1", "SNR", "cosine", "max_abs"]
@@ -92,6 +93,8 @@ class _Cycles:
         self.dir = tempfile.mkdtemp(prefix="etlens-inside-")
         self.own_worker = worker is None  # a session's worker outlives these cycles
         self.worker = Worker(verbose=verbose) if worker is None else worker
+        #: ``id(graph module) -> ExportedProgram`` exported ahead of time (:func:`prepare`)
+        self.ready: dict[int, Any] = {}
 
     def __call__(self, gm: Any, label: str) -> tuple[list, list[tuple[bool, str | None, int | None]]]:
         """Lower ``gm`` and run it once; return ``(flat outputs, where each output was computed)``.
@@ -107,15 +110,19 @@ class _Cycles:
         self.count += 1
         try:
             try:
-                ep = torch.export.export(gm, args_for(gm, self.inputs))
+                with span("inside/export"):
+                    ep = self.ready.pop(id(gm), None) or torch.export.export(gm, args_for(gm, self.inputs))
             except Exception as exc:  # noqa: BLE001 - export errors come in many types
                 raise EtlensError(f"inside-delegates: torch.export of the {label} failed ({type(exc).__name__}: "
                                   f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
             path = os.path.join(self.dir, f"c{self.count}.pt2")
-            torch.export.save(ep, path)
+            with span("inside/save program"):
+                torch.export.save(ep, path)
             pte = os.path.join(self.dir, f"c{self.count}.pte")
-            info = self.worker.lower(path, pte, backend=self.backend.name, describe=True, quantized=self.quantized)
-            outs = self.worker.run(pte, self.inputs, runs=1, quantized=self.quantized)
+            with span("inside/lower + run (waiting for the child)"):
+                info = self.worker.lower(path, pte, backend=self.backend.name, describe=True,
+                                         quantized=self.quantized)
+                outs = self.worker.run(pte, self.inputs, runs=1, quantized=self.quantized)
             os.remove(path)
             os.remove(pte)
         finally:
@@ -188,14 +195,15 @@ def _base(name: str) -> str:
     return re.sub(r"_\d+$", "", name)
 
 
-def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[dict]) -> list[tuple]:
+def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[dict],
+           instrumented: tuple | None = None) -> list[tuple]:
     """Lower + run with ``exposures`` exposed; on failure drop what the error names, else split in halves.
 
     Returns ``[(exposures, instrumented graph, n_original_outputs, outputs, where)]`` for every
     build that worked; exposures that fail alone (or that the backend's error points at, see
     :func:`_named_in_error`) go to ``failed`` with the error and how they were identified.
     """
-    gm, n_orig = instrument(src, exposures)
+    gm, n_orig = instrumented if instrumented is not None else instrument(src, exposures)
     try:
         outs, where = cycles(gm, f"instrumented build ({len(exposures)} values)")
         return [(list(exposures), gm, n_orig, outs, where)]
@@ -216,7 +224,8 @@ def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[di
 def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack", quantize: bool = False,
                      metric: str = "MSE", threshold: float | None = None, bisect: bool = False,
                      comparators: list | None = None, calibration: list | None = None,
-                     progress: bool | None = None, observe: bool = True, session: Any = None) -> InsideResult:
+                     progress: bool | None = None, observe: bool = True, session: Any = None,
+                     prepared: dict | None = None) -> InsideResult:
     """Per-op values inside each delegate of ``model`` lowered for ``backend``, against the float model.
 
     Args:
@@ -233,6 +242,8 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
             time anchor); ``False`` saves that cycle.
         session: a :class:`~etlens.passes.session.BuildSession` of this model, backend and
             quantization: its export, quantized module and worker child are reused.
+        prepared: :func:`prepare`'s result for ``session`` (computed while the session's child
+            lowered): the float reference values and the exported instrumented program are reused.
     """
     import torch
 
@@ -255,14 +266,16 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
 
     if session is not None:  # the session's one export / quantization
         inputs = session.inputs
-        float_gm = session.float_module()
+        float_gm = (prepared or {}).get("float_gm") or session.float_module()
     else:
         try:
             float_gm = torch.export.export(model, inputs).module()
         except Exception as exc:  # noqa: BLE001 - export errors come in many types
             raise EtlensError(f"inside-delegates: torch.export failed on the model ({type(exc).__name__}: "
                               f"{str(exc).splitlines()[0] if str(exc) else ''}); the model must be exportable") from exc
-    float_values = capture(float_gm, inputs)
+    prepared = prepared or {}
+    with span("inside/float reference"):
+        float_values = prepared["float_values"] if "float_values" in prepared else capture(float_gm, inputs)
     handle_of = {n.name: i + 1 for i, n in enumerate(n for n in float_gm.graph.nodes if n.op == "call_function")}
     if not quantize:
         src = float_gm
@@ -270,7 +283,7 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
         src = session.quantized_module
     else:
         src = quantize_pt2e(model, inputs, backend=cfg, calibration=calibration)
-    exposures = plan(src, set(handle_of) if quantize else None)
+    exposures = prepared["exposures"] if "exposures" in prepared else plan(src, set(handle_of) if quantize else None)
     if not exposures:
         raise EtlensError("inside-delegates: the model has no floating-point op whose value can be exposed")
 
@@ -281,8 +294,12 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
         prod_outs = cycles(src, "production program")[0] if observe else None
         plain_seconds = cycles.seconds if observe else None
         failed: list[dict] = []
-        builds = _build(cycles, src, exposures, failed)
-        rows = _rows(builds, inputs, float_values, handle_of, cmps, primary, threshold, quantize)
+        instrumented = prepared.get("instrumented")
+        if instrumented is not None and prepared.get("exported") is not None:
+            cycles.ready[id(instrumented[0])] = prepared["exported"]
+        builds = _build(cycles, src, exposures, failed, instrumented)
+        with span("inside/rows"):
+            rows = _rows(builds, inputs, float_values, handle_of, cmps, primary, threshold, quantize)
         result = InsideResult(metric=primary.name, threshold=threshold, backend=cfg.name, quantized=quantize,
                               rows=rows)
         result.first_divergence = _first(rows)
@@ -305,6 +322,33 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
         cycles.close()
         pbar.close()
     return result
+
+
+def prepare(session: Any) -> dict[str, Any]:
+    """What :func:`inside_delegates` computes from ``session``'s export alone, ahead of the build.
+
+    The float reference values, the exposures, the instrumented graph and its export do not depend
+    on the production lowering: ``report_from_model`` computes them in a thread while the session's
+    child lowers and runs (this process only waits then) and passes them as ``prepared=``. An
+    error here is left for :func:`inside_delegates` to raise (it then computes everything itself).
+    """
+    import torch
+
+    out: dict[str, Any] = {}
+    try:
+        inputs = session.inputs
+        out["float_gm"] = float_gm = session.float_module()
+        out["float_values"] = capture(float_gm, inputs)
+        handle_of = {n.name: i + 1 for i, n in enumerate(n for n in float_gm.graph.nodes if n.op == "call_function")}
+        src = session.quantized_module if session.quantize else float_gm
+        out["exposures"] = exposures = plan(src, set(handle_of) if session.quantize else None)
+        if exposures:
+            out["instrumented"] = instrument(src, exposures)
+            gm = out["instrumented"][0]
+            out["exported"] = torch.export.export(gm, args_for(gm, inputs))
+    except Exception:  # noqa: BLE001 - inside_delegates recomputes and reports
+        return {}
+    return out
 
 
 def _rows(builds: list[tuple], inputs: tuple, float_values: dict, handle_of: dict, cmps: list, primary: Any,

@@ -115,13 +115,15 @@ def section(data: Any) -> Section | None:
     return Section("inside", "Inside the delegates", body, intro)
 
 
-def run_for_report(session: Any, *, metric: str, threshold: float | None) -> Any:
+def run_for_report(session: Any, *, metric: str, threshold: float | None, prepared: dict | None = None) -> Any:
     """Run the analysis for the report on ``session``'s model; ``None`` when the backend delegates nothing.
 
     ``session`` (a :class:`~etlens.passes.session.BuildSession` that already built the production
     program) lends its export, its quantized module and its worker child: no new export,
-    quantization or child start. The threshold defaults to :func:`default_threshold` of the rows
-    (the first divergence then marks where drift starts).
+    quantization or child start; ``prepared`` (:func:`etlens.report.inside.engine.prepare`, computed
+    while the session's child lowered) what the analysis needs from the export alone. The threshold
+    defaults to :func:`default_threshold` of the rows (the first divergence then marks where drift
+    starts).
     """
     from ...analysis.comparators import get_comparator
     from .engine import inside_delegates
@@ -131,7 +133,8 @@ def run_for_report(session: Any, *, metric: str, threshold: float | None) -> Any
         return None
     # the report already lowered + ran the production program; one more cycle for the instrumented one
     result = inside_delegates(session.model, session.inputs, backend=backend, quantize=session.quantize,
-                              metric=metric, threshold=threshold, progress=False, observe=False, session=session)
+                              metric=metric, threshold=threshold, progress=False, observe=False, session=session,
+                              prepared=prepared)
     if threshold is None:
         higher = bool(getattr(get_comparator(metric), "higher_is_better", False))
         t = default_threshold(result.rows, higher)

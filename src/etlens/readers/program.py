@@ -1,10 +1,19 @@
 """Any program-like input resolved once to an etlens graph plus the fx objects behind it (files cached).
 
-:func:`resolve_program` turns what :func:`etlens.analysis.delegation.get_delegation_info` accepts
-(a lowered ``GraphModule``, an ``ExportedProgram``, an ``EdgeProgramManager``, an etlens ``Graph``
-or artifact, or the path of a ``.etrecord`` / ``.pte`` / ``.pt2`` / pass trace) into a
-:class:`ResolvedProgram`. Paths are read here (through :mod:`etlens.readers`), once per
-(path, size, mtime, method, view) in :data:`default_resolver`'s cache.
+:func:`resolve_program` turns what :func:`etlens.analysis.delegation.get_delegation_info` and the
+Model Explorer view accept (a lowered ``GraphModule``, an ``ExportedProgram``, an
+``EdgeProgramManager``, an etlens ``Graph`` or artifact — a parsed ETRecord stands for the lowered
+program it describes —, or the path of a ``.etrecord`` / ``.pte`` / ``.pt2`` / pass trace) into a
+:class:`ResolvedProgram`. This is where such paths are read (the readers' registry), once per
+(path, size, mtime, method, view) in :data:`default_resolver`'s cache; analyses and views get the
+resolved object.
+
+Example::
+
+    from etlens.readers.program import resolve_program
+
+    res = resolve_program("model.etrecord", pte="model.pte")
+    res.graph.delegates(), res.source
 """
 
 from __future__ import annotations
@@ -13,8 +22,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import MissingDataError, UnsupportedFormatError
-from ...model import Graph
+from ..errors import MissingDataError, UnsupportedFormatError
+from ..model import Graph
 
 __all__ = ["ResolvedProgram", "ProgramResolver", "resolve_program", "default_resolver", "is_graph_module"]
 
@@ -42,12 +51,12 @@ class _LRU:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._items: dict[tuple, ResolvedProgram] = {}
+        self._items: dict[tuple[Any, ...], ResolvedProgram] = {}
 
-    def get(self, key: tuple) -> ResolvedProgram | None:
+    def get(self, key: tuple[Any, ...]) -> ResolvedProgram | None:
         return self._items.get(key)
 
-    def put(self, key: tuple, value: ResolvedProgram) -> None:
+    def put(self, key: tuple[Any, ...], value: ResolvedProgram) -> None:
         if len(self._items) >= self.size:
             self._items.pop(next(iter(self._items)))
         self._items[key] = value
@@ -78,7 +87,7 @@ class ProgramResolver:
 
         ``pte`` (with an ETRecord path): see :func:`get_delegation_info`.
         """
-        from ...readers.exported import graph_from_exported_program, graph_from_graph_module
+        from .exported import graph_from_exported_program, graph_from_graph_module
 
         if isinstance(obj, Graph):
             return ResolvedProgram(obj, f"graph {obj.name!r}")
@@ -98,6 +107,8 @@ class ProgramResolver:
                                    graph_module=obj.graph_module, exported_program=obj)
         if is_graph_module(obj):
             return ResolvedProgram(graph_from_graph_module(obj, "graph_module"), "GraphModule", graph_module=obj)
+        if getattr(obj, "format", None) == "etrecord" and hasattr(obj, "load_exported_program"):
+            return _resolve_etrecord(obj, method, etrecord_view, pte)  # a parsed ETRecord: its lowered program
         if hasattr(obj, "graphs") and hasattr(obj, "format"):  # an etlens Artifact
             name = obj.graph_key(method)
             g = obj.graphs()[name]
@@ -111,7 +122,7 @@ class ProgramResolver:
         try:
             st = os.stat(path)
             pst = os.stat(pte) if pte else None
-            key: tuple | None = (os.path.abspath(path), st.st_size, st.st_mtime_ns, method, etrecord_view,
+            key: tuple[Any, ...] | None = (os.path.abspath(path), st.st_size, st.st_mtime_ns, method, etrecord_view,
                                  os.path.abspath(pte) if pte else None, pst.st_mtime_ns if pst else None)
         except OSError:
             key = None
@@ -136,9 +147,7 @@ def resolve_program(obj: Any, method: str | None = None, etrecord_view: str = "l
 
 def _kernel_ops(pte: str, method: str) -> dict[int, str]:
     """``instruction -> operator`` (``aten.expand_copy``) of every CPU kernel call of ``method`` in a ``.pte``."""
-    from ...readers import read
-
-    graphs = read(pte).graphs()
+    graphs = (pte if hasattr(pte, "graphs") else _read(pte)).graphs()
     graph = graphs.get(method) or next(iter(graphs.values()), None)
     out: dict[int, str] = {}
     for node in graph or []:
@@ -149,26 +158,36 @@ def _kernel_ops(pte: str, method: str) -> dict[int, str]:
     return out
 
 
+def _read(path: str) -> Any:
+    from .registry import read
+
+    return read(path)
+
+
+def _resolve_etrecord(record: Any, method: str | None, etrecord_view: str, pte: Any = None) -> ResolvedProgram:
+    """An ETRecord (parsed) as the lowered program it describes; ``pte``: a path or a parsed ``.pte``."""
+    from .etrecord_lowered import etrecord_graph
+
+    kernels = _kernel_ops(pte, method or "forward") if pte is not None and etrecord_view == "lowered" else None
+    graph, source, notes = etrecord_graph(record, method or "forward", etrecord_view, kernels)
+    if kernels is not None:
+        source += f"; CPU kernels named by {getattr(pte, 'path', None) or pte}"
+    stage = f"edge_dialect_exported_program/{method or 'forward'}"
+    return ResolvedProgram(graph, source, notes, load_program=lambda: record.load_exported_program(stage))
+
+
 def _resolve_path_uncached(path: str, method: str | None, etrecord_view: str,
                            pte: str | None = None) -> ResolvedProgram:
-    from ...readers import read, sniff
+    from .registry import sniff
 
     spec = sniff(path)
     if spec.format == "etrecord":
-        from .etrecord import etrecord_graph
-
-        record = read(path)
-        kernels = _kernel_ops(pte, method or "forward") if pte and etrecord_view == "lowered" else None
-        graph, source, notes = etrecord_graph(record, method or "forward", etrecord_view, kernels)
-        if kernels is not None:
-            source += f"; CPU kernels named by {pte}"
-        stage = f"edge_dialect_exported_program/{method or 'forward'}"
-        return ResolvedProgram(graph, source, notes, load_program=lambda: record.load_exported_program(stage))
+        return _resolve_etrecord(_read(path), method, etrecord_view, pte)
     if spec.format == "etdump":
         raise UnsupportedFormatError(
             f"{path}: an ETDump holds runtime events, not the program; pass the .pte or .etrecord "
             "it was recorded with")
-    art = read(path)
+    art = _read(path)
     graphs = art.graphs()
     if spec.format in ("trace",):
         if not graphs:

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
-from ...errors import MissingDataError
-from ...model import DelegateInfo, Graph, Node
-from ...readers.etrecord import ETRecord
+from ..errors import MissingDataError
+from ..model import DelegateInfo, Graph, Node
+from .etrecord import ETRecord
 
 __all__ = ["etrecord_graph"]
 
@@ -82,8 +83,8 @@ def _key(k: object) -> int:
     return int(k) if str(k).lstrip("-").isdigit() else 0  # type: ignore[call-overload]
 
 
-def _handle_list(raw: object) -> list[int]:
-    return [raw] if isinstance(raw, int) else [int(h) for h in (raw or [])]  # type: ignore[union-attr]
+def _handle_list(raw: Any) -> list[int]:
+    return [raw] if isinstance(raw, int) else [int(h) for h in (raw or [])]
 
 
 def _op_base(target: str | None) -> str:
@@ -95,7 +96,7 @@ def _op_base(target: str | None) -> str:
     return t.rsplit(".", 1)[0] if t.count(".") >= 2 else t
 
 
-def _rebuild(recorded: Graph, delegates: dict, handles: dict, outs: dict, method: str,
+def _rebuild(recorded: Graph, delegates: dict[Any, Any], handles: dict[Any, Any], outs: dict[Any, Any], method: str,
              kernels: dict[int, str] | None = None) -> Graph:
     """The lowered graph: which recorded nodes each delegate swallowed, from the instruction maps.
 
@@ -153,7 +154,7 @@ def _rebuild(recorded: Graph, delegates: dict, handles: dict, outs: dict, method
 
     out = Graph(recorded.name, dict(recorded.meta, view="lowered (rebuilt from ETRecord maps)"))
     order = {n.name: i for i, n in enumerate(recorded)}
-    first_member = {}
+    first_member: dict[int, list[int]] = {}
     for idx, (_instr, _backend, members) in enumerate(plan):
         real = [m for m in members if isinstance(m, Node)]
         pos = min((order[m.name] for m in real), default=len(order))
@@ -191,9 +192,9 @@ def _rebuild(recorded: Graph, delegates: dict, handles: dict, outs: dict, method
         for m in members:
             if isinstance(m, Node):
                 for i in m.inputs:
-                    src = remap.get(i, i)
-                    if i not in member_names and src in out and src not in ext_inputs:
-                        ext_inputs.append(src)
+                    source = remap.get(i, i)
+                    if i not in member_names and source in out and source not in ext_inputs:
+                        ext_inputs.append(source)
         name = fresh("executorch_call_delegate")
         out.add(Node(name, kind="delegate", target="executorch_call_delegate", inputs=ext_inputs,
                      delegate=DelegateInfo(backend_id=backend, inner=inner, index=idx),
