@@ -173,6 +173,7 @@ class DebugBuffer:
                 raise MissingDataError(f"{self.path}: is a directory, expected the debug buffer file") from exc
         self.size = len(self._data)
         self._quiet = False  # set once a tensor went through _from_readonly (torch warns once)
+        self._u8: np.ndarray | None = None  # the whole buffer as bytes (made on first use)
 
     def array(self, ref: TensorRef) -> np.ndarray:
         """The tensor's bytes as a numpy array (storage dtype), bounds-checked, zero-copy."""
@@ -208,12 +209,21 @@ class DebugBuffer:
         import torch
 
         spec, count, _ = self._locate(scalar_type, sizes, offset)
-        target = _torch_dtype(spec)
         if count == 0:
-            return torch.zeros(sizes, dtype=target)
-        arr = np.frombuffer(self._data, dtype=spec.storage, count=count, offset=offset).reshape(sizes)
-        t = _from_readonly(torch, arr, self._quiet)
+            return torch.zeros(sizes, dtype=_torch_dtype(spec))
+        return self.tensor_from(scalar_type, sizes, offset, count * spec.itemsize)
+
+    def tensor_from(self, scalar_type: int, sizes: tuple[Any, ...], offset: int, nbytes: int) -> Any:
+        """:meth:`tensor_at` without its checks, for a caller that made them (``etdump_values``): a
+        known ``scalar_type`` and ``nbytes > 0`` bytes inside the buffer at ``offset``."""
+        import torch
+
+        if self._u8 is None:
+            self._u8 = np.frombuffer(self._data, dtype=np.uint8)
+        spec = SCALAR_TYPES[scalar_type]
+        t = _from_readonly(torch, self._u8[offset:offset + nbytes].view(spec.storage).reshape(sizes), self._quiet)
         self._quiet = True
+        target = _torch_dtype(spec)
         return t.view(target) if t.dtype != target else t
 
 

@@ -34,7 +34,7 @@ from typing import IO, Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from ...errors import EtlensError, FormatError, MissingDataError
+from ...errors import EtlensError, MissingDataError
 from ...model.events import BlockColumns, PerfData, TimeScale, calculate_time_scale_factor
 from ...readers.etdump import SCALAR_TYPES, V_TENSOR, V_TENSOR_LIST, DebugBuffer, ETDump, read_etdump
 from ..record import Record, as_record
@@ -123,6 +123,7 @@ class Inspector:
             self.record: Optional[Record] = as_record(self._etrecord) if self._etrecord is not None else None
             self._dump: ETDump = read_etdump(etdump_path if etdump_path is not None else etdump_data)
             self._buffer: Optional[DebugBuffer] = None
+            self._debug_data: Any = None  # DebugData of the dump and buffer (made on first use)
             if debug_buffer_path is not None or debug_buffer_data is not None:
                 self._buffer = DebugBuffer(debug_buffer_path, data=debug_buffer_data)
                 self._check_buffer()
@@ -310,18 +311,11 @@ class Inspector:
     def _debug_list(self, run: int, idxs: Optional[np.ndarray]) -> list:
         if idxs is None or len(idxs) == 0:
             return []
-        dump, buf = self._dump, self._buffer
+        if self._debug_data is None or self._debug_data.buffer is not self._buffer:
+            from .debugdata import DebugData
 
-        def load():
-            out = []
-            for i in idxs.tolist():
-                try:
-                    out.append(dump.debug_value(run, i, buf))
-                except FormatError:
-                    out.append(None)
-            return out
-
-        return LazyList(len(idxs), load)
+            self._debug_data = DebugData(self._dump, self._buffer)
+        return LazyList(len(idxs), self._debug_data, run, idxs)
 
     def _metadatas(self, b: BlockColumns, i: int) -> list:
         out = []

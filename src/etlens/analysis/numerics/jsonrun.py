@@ -132,8 +132,12 @@ _LAYOUTS = EXPORT_LAYOUTS
 _FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
 
 
-def _float(v: Any) -> float:
+def float_value(v: Any) -> float:
+    """A serialized float (``1.5``, ``"Infinity"``, ``"NaN"``) as a Python float."""
     return _FLOATS[v] if isinstance(v, str) else float(v)
+
+
+_float = float_value
 
 
 class JsonProgram:
@@ -160,6 +164,7 @@ class JsonProgram:
         self._tensors = state_dict if callable(state_dict) else None
         self.state_dict = {} if callable(state_dict) else (state_dict or {})
         self.constants = constants or {}
+        self._plan: tuple[list, set[str]] | None = None  # compiled steps (see _compiled)
 
     @classmethod
     def from_record(cls, record: EtlensRecordLike | Record, stage: str) -> "JsonProgram":
@@ -310,44 +315,54 @@ class JsonProgram:
 
             def keep(name: str) -> bool:  # noqa: F811 - the written-back values must survive their last use
                 return name in mutated or (kept is not None and kept(name))
-        from ...readers import ensure_quant_ops
-
-        if any("quantized_decomposed" in n.target for n in self.nodes):
-            ensure_quant_ops()  # importing torch.ao.quantization costs ~1 s: only when needed
+        steps, written = self._compiled()
         self.load_tensors()
         env = self._lifted_inputs(user_inputs)
-        last_use: dict[str, int] = {}
-        for i, node in enumerate(self.nodes):
-            for name in input_names(node.inputs):
-                last_use[name] = i
-        ops = {}
-        for node in self.nodes:
-            if node.target not in ops:
-                ops[node.target] = self.resolve(node.target)
-        written = _written_later(self.nodes, ops) if on_node is not None else set()
-        for i, node in enumerate(self.nodes):
-            fn = ops[node.target]
-            if fn is operator.getitem or getattr(fn, "__module__", None) in ("_operator", "operator"):
-                args = [self._arg(a["arg"], env) for a in node.inputs]
-                result = fn(*args)
+        if on_node is None:
+            written = set()
+        bind = self._bind
+        for step in steps:
+            if step.names is not None:
+                result = step.fn(*[env[n] for n in step.names])
             else:
-                # unnamed inputs are positional (a higher-order op's operator argument)
-                args = [self._arg(a["arg"], env) for a in node.inputs if not a["name"]]
-                kwargs = {a["name"]: self._arg(a["arg"], env) for a in node.inputs if a["name"]}
-                result = fn(*args, **kwargs)
-            self._bind(node, result, env)
+                args, kwargs = step.args(env)
+                result = step.fn(*args, **kwargs)
+            node = step.node
+            if step.out is not None and result is not None:
+                env[step.out] = result
+            else:
+                bind(node, result, env)
             if on_node is not None:
                 # a value a later in-place op overwrites (``hidden += residual`` exports as ``add_``)
                 # must be copied by a caller that keeps it, to keep the value this node computed
                 on_node(node, result, node.name in written)
-            for name in input_names(node.inputs):
-                if last_use.get(name) == i and (keep is None or not keep(name)):
+            for name in step.drop:
+                if keep is None or not keep(name):
                     env.pop(name, None)
         if carry_state and self._mutations:
             self.state_dict = dict(self.state_dict)  # never write into a dict the record may share
             for value, buffer in self._mutations.items():
                 if env.get(value) is not None and buffer:
                     self.state_dict[buffer] = env[value].detach().clone()
+
+    def _compiled(self) -> tuple[list, set[str]]:
+        """The program's steps (:mod:`.jsonplan`) and the names later in-place ops overwrite, made once."""
+        if self._plan is None:
+            from ...readers import ensure_quant_ops
+            from .jsonplan import compile_program
+
+            if any("quantized_decomposed" in n.target for n in self.nodes):
+                ensure_quant_ops()  # importing torch.ao.quantization costs ~1 s: only when needed
+            ops = {}
+            for node in self.nodes:
+                if node.target not in ops:
+                    ops[node.target] = self.resolve(node.target)
+            self._plan = (compile_program(self, ops), _written_later(self.nodes, ops))
+        return self._plan
+
+    #: the public name of the argument decoder (:mod:`.jsonplan` decodes constants with it once)
+    def decode_arg(self, arg: dict, env: dict) -> Any:
+        return self._arg(arg, env)
 
     @staticmethod
     def _bind(node: JsonNode, result: Any, env: dict) -> None:
@@ -419,8 +434,14 @@ def written_later(steps: list[tuple[str, Any, Callable[[], dict[str, list[str]]]
     root: dict[str, str] = {}
     born: dict[str, int] = {}
     last_write: dict[str, int] = {}
+    schemas: dict[Any, tuple[set[str], set[str]]] = {}  # alias_args per operator (reading a schema is slow)
     for i, (name, fn, bound) in enumerate(steps):
-        w, a = alias_args(fn)
+        try:
+            w, a = schemas[fn]
+        except KeyError:
+            w, a = schemas[fn] = alias_args(fn)
+        except TypeError:  # an unhashable callable
+            w, a = alias_args(fn)
         mine = name
         if w or a:
             for arg, values in bound().items():
