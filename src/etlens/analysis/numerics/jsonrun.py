@@ -116,6 +116,27 @@ class JsonNode:
         return self._ancestors
 
 
+class NodeLineage:
+    """A program's nodes with only their names, debug handles and provenance chains (no arguments):
+    all that propagating debug handles back to the ATen program reads from the edge program, made
+    from the record's kept :class:`~etlens.readers.program_nodes.ProgramNodes` instead of a second
+    parse of its JSON."""
+
+    def __init__(self, nodes: Any, name: str = "") -> None:
+        self.name = name
+        self.nodes = [JsonNode(str(n or first or "node"), target, [], [], {"debug_handle": dh, "from_node": src})
+                      for n, first, target, dh, src in zip(nodes.names, nodes.output_names, nodes.targets,
+                                                            nodes.debug_handles, nodes.from_nodes)]
+
+    @classmethod
+    def from_record(cls, record: EtlensRecordLike | Record, stage: str) -> "NodeLineage | None":
+        """From an etlens ETRecord that keeps its programs' node columns, else None."""
+        if isinstance(record, Record):
+            record = record.etlens
+        nodes_of = getattr(record, "program_nodes", None)
+        return cls(nodes_of(stage), stage) if callable(nodes_of) else None
+
+
 _SOURCE_RE = re.compile(r'"name": "([^"\\]*)", "target": "[^"\\]*", "graph_id": (-?\d+)')
 
 
