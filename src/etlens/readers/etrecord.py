@@ -44,6 +44,7 @@ from typing import Any, Iterable
 from ..errors import EtlensError, FormatError, MissingDataError, dependency_error, first_line, missing_dependency
 from ..model import Graph
 from .base import Artifact
+from ._jsonload import loads
 from ._zipsafe import SafeZip
 
 __all__ = ["ETRecord", "read", "IDENTIFIER", "EXPORTED_PROGRAM", "EDGE_PREFIX"]
@@ -111,7 +112,7 @@ class ETRecord(Artifact):
     def _read_json(self, z: SafeZip, name: str) -> Any:
         data = z.read(name, limit=_MAX_JSON)
         try:
-            return json.loads(data)
+            return loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise FormatError(f"{self.path}: entry {name!r} is not valid JSON ({exc}); the ETRecord is corrupt; "
                               f"{_HINT}") from exc
