@@ -48,15 +48,25 @@ def _op_name_from_target(target: str) -> str:
 
 def _parse_module_stack(s: str | None, cache: dict) -> dict:
     """``{key: (path, type)}`` of a serialized ``nn_module_stack``; ``cache`` (owned by the caller,
-    one per program) memoizes the text: many nodes of a program share one stack."""
+    one per program) memoizes whole texts and single ``key,path,type`` entries (keyed ``(entry,)``):
+    the nodes of a program share their outer modules' entries even when no two stacks are equal."""
     if not s:
         return {}
     hit = cache.get(s)
     if hit is not None:
         return dict(hit)
-    from ...readers import parse_nn_module_stack
+    from ...readers import split_module_entry
 
-    stack = {key: tuple(value) for key, value in parse_nn_module_stack(s).items()}
+    stack = {}
+    for item in s.split(";"):
+        entry = cache.get((item,))
+        if entry is None:
+            parts = split_module_entry(item)
+            entry = (parts[0], (parts[1], parts[2])) if len(parts) == 3 else ()
+            if len(cache) < 100_000:
+                cache[(item,)] = entry
+        if entry:
+            stack[entry[0]] = entry[1]
     if len(cache) < 100_000:
         cache[s] = stack
     return dict(stack)

@@ -113,9 +113,10 @@ def compile_program(prog: "JsonProgram", ops: dict[str, Any]) -> list[Step]:
     """The steps of ``prog``'s nodes in order (``ops``: ``{target: resolved operator}``)."""
     from .jsonrun import input_names
 
+    inputs = [input_names(node.inputs) for node in prog.nodes]
     last_use: dict[str, int] = {}
-    for i, node in enumerate(prog.nodes):
-        for name in input_names(node.inputs):
+    for i, names in enumerate(inputs):
+        for name in names:
             last_use[name] = i
     steps = []
     names_of: dict[Any, list[str]] = {}
@@ -129,6 +130,6 @@ def compile_program(prog: "JsonProgram", ops: dict[str, Any]) -> list[Step]:
             pos = [compile_arg(prog, a["arg"]) for a in node.inputs if not a["name"]]
             kw = [(a["name"], *compile_arg(prog, a["arg"])) for a in node.inputs if a["name"]]
             _to_positional(fn, pos, kw, names_of)
-        drop = list(dict.fromkeys(n for n in input_names(node.inputs) if last_use.get(n) == i))
+        drop = list(dict.fromkeys(n for n in inputs[i] if last_use[n] == i))
         steps.append(Step(node, fn, pos, kw, drop, _single_tensor_output(node)))
     return steps

@@ -65,7 +65,7 @@ def parse_module_stack(raw: str | None) -> tuple[str | None, str | None]:
         return None, None
     from ...readers import split_module_entry
 
-    parts = split_module_entry(raw.split(";")[-1])
+    parts = split_module_entry(raw.rpartition(";")[2])
     return (parts[1], parts[2]) if len(parts) == 3 else (None, None)
 
 
