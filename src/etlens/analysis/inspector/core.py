@@ -255,6 +255,7 @@ class Inspector:
         framework = FRAMEWORK_EVENT_NAMES
         missing = wrong_kernel = checked = bad_delegate = 0
         top: dict[int, int] = {}
+        verdicts: dict[tuple, Optional[bool]] = {}  # kernel_matches per (name, op types): few distinct pairs
         for bi, b in enumerate(self._blocks):
             handle_map, delegate_map, _ = record_maps(self.record, self._block_methods[bi])
             if handle_map is None:
@@ -274,7 +275,8 @@ class Inspector:
                     if delegate_map is not None and str(instr) not in delegate_map:
                         bad_delegate += 1
                     continue
-                ok = kernel_matches(name, b.op_types[i])
+                key = (name, *b.op_types[i])
+                ok = verdicts[key] if key in verdicts else verdicts.setdefault(key, kernel_matches(name, b.op_types[i]))
                 if ok is not None:
                     checked += 1
                     wrong_kernel += not ok

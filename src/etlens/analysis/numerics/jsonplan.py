@@ -15,12 +15,9 @@ not know raises :class:`~etlens.analysis.numerics.jsonrun.Unsupported` here, bef
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-if TYPE_CHECKING:
-    from .jsonrun import JsonNode, JsonProgram
-
-__all__ = ["Step", "compile_program", "CONST", "NAME", "THUNK"]
+__all__ = ["Step", "compile_program", "float_value", "input_names", "CONST", "NAME", "THUNK"]
 
 #: argument encodings: a decoded constant, a value name looked up at run time, a thunk ``env -> value``
 CONST, NAME, THUNK = 0, 1, 2
@@ -37,7 +34,7 @@ class Step:
 
     __slots__ = ("node", "fn", "pos", "kw", "names", "drop", "out")
 
-    def __init__(self, node: "JsonNode", fn: Any, pos: list, kw: list, drop: list[str], out: str | None):
+    def __init__(self, node: Any, fn: Any, pos: list, kw: list, drop: list[str], out: str | None):
         self.node, self.fn, self.pos, self.kw, self.drop, self.out = node, fn, pos, kw, drop, out
         self.names = [v for _, v in pos] if not kw and all(t == NAME for t, _ in pos) else None
 
@@ -49,9 +46,30 @@ class Step:
         return args, kwargs
 
 
-def _sym(v: dict) -> tuple[int, Any]:
-    from .jsonrun import float_value
+_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
 
+
+def float_value(v: Any) -> float:
+    """A serialized float (``1.5``, ``"Infinity"``, ``"NaN"``) as a Python float."""
+    return _FLOATS[v] if isinstance(v, str) else float(v)
+
+
+def input_names(inputs: list) -> list[str]:
+    out = []
+    for a in inputs:
+        (kind, v), = a["arg"].items()
+        if kind == "as_tensor":
+            out.append(v["name"])
+        elif kind == "as_tensors":
+            out.extend(t["name"] for t in v)
+        elif kind == "as_optional_tensors":
+            out.extend(t["as_tensor"]["name"] for t in v if "as_tensor" in t)
+        elif kind == "as_optional_tensor" and "as_tensor" in v:
+            out.append(v["as_tensor"]["name"])
+    return out
+
+
+def _sym(v: dict) -> tuple[int, Any]:
     (k, x), = v.items()
     if k == "as_name":
         return NAME, x
@@ -62,7 +80,7 @@ def _list_thunk(parts: list[tuple[int, Any]]) -> Callable[[dict], list]:
     return lambda env: [v if t == CONST else env[v] for t, v in parts]
 
 
-def compile_arg(prog: "JsonProgram", arg: dict) -> tuple[int, Any]:
+def compile_arg(prog: Any, arg: dict) -> tuple[int, Any]:
     """The encoding of one serialized argument (see :data:`CONST`, :data:`NAME`, :data:`THUNK`)."""
     (kind, v), = arg.items()
     if kind == "as_tensor":
@@ -85,7 +103,7 @@ def compile_arg(prog: "JsonProgram", arg: dict) -> tuple[int, Any]:
     return CONST, prog.decode_arg(arg, {})
 
 
-def _single_tensor_output(node: "JsonNode") -> str | None:
+def _single_tensor_output(node: Any) -> str | None:
     outs = node.outputs
     if len(outs) == 1:
         (kind, v), = outs[0].items()
@@ -109,10 +127,8 @@ def _to_positional(fn: Any, pos: list, kw: list, names_of: dict) -> None:
         pos.append((t, v))
 
 
-def compile_program(prog: "JsonProgram", ops: dict[str, Any]) -> list[Step]:
+def compile_program(prog: Any, ops: dict[str, Any]) -> list[Step]:
     """The steps of ``prog``'s nodes in order (``ops``: ``{target: resolved operator}``)."""
-    from .jsonrun import input_names
-
     inputs = [input_names(node.inputs) for node in prog.nodes]
     last_use: dict[str, int] = {}
     for i, names in enumerate(inputs):

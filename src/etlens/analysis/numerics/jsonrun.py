@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..record import EtlensRecordLike, Record
+from .jsonplan import float_value, input_names
 from ...schema.export import EXPORT_DTYPES, EXPORT_LAYOUTS, EXPORT_MEMORY_FORMATS
 
 __all__ = ["JsonProgram", "JsonNode", "Unsupported", "alias_args", "parse_handle", "parse_module_stack",
@@ -150,14 +151,6 @@ _HIGHER_ORDER = frozenset({"torch.ops.higher_order.auto_functionalized",
 _DTYPES = EXPORT_DTYPES
 _MEMORY_FORMATS = EXPORT_MEMORY_FORMATS
 _LAYOUTS = EXPORT_LAYOUTS
-_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
-
-
-def float_value(v: Any) -> float:
-    """A serialized float (``1.5``, ``"Infinity"``, ``"NaN"``) as a Python float."""
-    return _FLOATS[v] if isinstance(v, str) else float(v)
-
-
 _float = float_value
 
 
@@ -521,21 +514,6 @@ def _sym_name(arg: Any) -> str | None:
             if k in arg and "as_name" in arg[k]:
                 return arg[k]["as_name"]
     return None
-
-
-def input_names(inputs: list) -> list[str]:
-    out = []
-    for a in inputs:
-        (kind, v), = a["arg"].items()
-        if kind == "as_tensor":
-            out.append(v["name"])
-        elif kind == "as_tensors":
-            out.extend(t["name"] for t in v)
-        elif kind == "as_optional_tensors":
-            out.extend(t["as_tensor"]["name"] for t in v if "as_tensor" in t)
-        elif kind == "as_optional_tensor" and "as_tensor" in v:
-            out.append(v["as_tensor"]["name"])
-    return out
 
 
 def _stage_tensors(record: EtlensRecordLike, stage: str) -> tuple[dict, dict]:
