@@ -523,7 +523,7 @@ class Inspector:
             n_events = len(self._dump.runs[r0].kind)
             for i, name in enumerate(b.names):
                 idxs = b.debug_events[i]
-                if idxs is None or name == OPERATOR_CALL or (len(idxs) and int(idxs.max()) >= n_events):
+                if idxs is None or name == OPERATOR_CALL or (len(idxs) and int(max(idxs.tolist())) >= n_events):
                     continue
                 h = b.debug_handles[i]
                 handles = () if h is None else ((h,) if isinstance(h, int) else tuple(h))
