@@ -220,7 +220,8 @@ class DebugBuffer:
         if self._u8 is None:
             self._u8 = np.frombuffer(self._data, dtype=np.uint8)
         spec = SCALAR_TYPES[scalar_type]
-        t = _from_readonly(torch, self._u8[offset:offset + nbytes].view(spec.storage).reshape(sizes), self._quiet)
+        storage = str(spec.storage)  # every code of SCALAR_TYPES has a storage dtype
+        t = _from_readonly(torch, self._u8[offset:offset + nbytes].view(storage).reshape(sizes), self._quiet)
         self._quiet = True
         target = _torch_dtype(spec)
         return t.view(target) if t.dtype != target else t

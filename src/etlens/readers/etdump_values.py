@@ -42,7 +42,7 @@ def _one(dump: ETDump, run: int, i: int, buffer: DebugBuffer | None) -> Any:
         return None
 
 
-def debug_values(dump: ETDump, run: int, idxs: Any, buffer: DebugBuffer | None) -> list:
+def debug_values(dump: ETDump, run: int, idxs: Any, buffer: DebugBuffer | None) -> list[Any]:
     """``[debug_value(run, i, buffer) for i in idxs]``, with ``None`` where that raises ``FormatError``.
 
     The plain-tensor events are decoded together (see the module docstring); the result is the
@@ -50,7 +50,7 @@ def debug_values(dump: ETDump, run: int, idxs: Any, buffer: DebugBuffer | None) 
     """
     idx = np.asarray(idxs, dtype=np.int64).ravel()
     n = idx.size
-    out: list = [None] * n
+    out: list[Any] = [None] * n
     if n == 0:
         return out
     r = dump.runs[run]
