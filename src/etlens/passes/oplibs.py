@@ -132,7 +132,11 @@ def op_names(obj: Any) -> list[str]:
         out = []
         for n in nodes:
             out.append(str(getattr(n, "target", "")))
-            out.extend(_strings(getattr(n, "inputs", [])))
+            for a in getattr(n, "inputs", None) or ():
+                arg = a.get("arg") if isinstance(a, dict) else None
+                # tensors, numbers, dtypes … cannot hold an operator's name: look into the other kinds
+                if not isinstance(arg, dict) or len(arg) != 1 or next(iter(arg)) not in _NO_NAME_KINDS:
+                    out.extend(_strings(a))
         return out
     if isinstance(obj, str):
         return [obj]
@@ -155,6 +159,14 @@ def _archive_op_names(path: str) -> list[str]:
                     continue
                 names.update(f"{ns.decode()}::{op.decode()}" for ns, op in _SERIALIZED_OP.findall(f.read()))
     return sorted(names)
+
+
+#: serialized argument kinds that cannot hold an operator's name (``op_names`` skips them)
+_NO_NAME_KINDS = frozenset({
+    "as_none", "as_tensor", "as_tensors", "as_optional_tensor", "as_optional_tensors", "as_int", "as_ints",
+    "as_float", "as_floats", "as_bool", "as_bools", "as_sym_int", "as_sym_ints", "as_sym_float", "as_sym_floats",
+    "as_sym_bool", "as_sym_bools", "as_scalar_type", "as_memory_format", "as_layout", "as_device",
+    "as_int_lists", "as_complex"})
 
 
 def _strings(value: Any) -> list[str]:

@@ -21,13 +21,17 @@ Fields are named through the generated schema description :mod:`etlens.schema.et
 
 from __future__ import annotations
 
+import mmap
+import os
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..errors import FormatError, TruncatedFileError
+from ..schema import etdump_fbs as efb
 from ..schema.fbs import Field
+from .base import file_errors
 
 #: a numpy column (positions, offsets or values, one per table)
 Arr = npt.NDArray[Any]
@@ -304,3 +308,50 @@ class Layout:
         if has.any():
             u[has] = self.fb.u16(self.uvt[has] + slot, f"{self.what} vtable field {index}")
         return u[self.inv]
+
+
+# -- opening a dump (shared by the event reader and the fleet's column reader) ---------------------
+def _open_bytes(path: str) -> bytes | mmap.mmap:
+    with file_errors(path, "an .etdp file"):
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            if size == 0:
+                return b""
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def open_etdump(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
+                path: str | None = None) -> tuple[FB, int]:
+    """``(FB over the bytes, position of the ETDump root table)`` after checking the identifier and size prefix.
+
+    The shared first step of :func:`read_etdump` and of the fleet's profile-column reader
+    (:mod:`etlens.readers.etdump_columns`): a path is memory-mapped, bytes are used as they are.
+    """
+    data: bytes | bytearray | mmap.mmap
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source) if isinstance(source, memoryview) else source
+        path = path or "<etdump bytes>"
+    else:
+        path = os.fspath(source)
+        data = _open_bytes(path)
+    n = len(data)
+    if n < 8:
+        raise TruncatedFileError(f"{path}: {n} bytes is too short for an ETDump (a FlatBuffer needs at least 12)")
+    head = bytes(data[:12])
+    if head[8:12] == efb.FILE_IDENTIFIER:
+        declared = int.from_bytes(head[:4], "little")
+        if declared + 4 > n:
+            raise TruncatedFileError(
+                f"{path}: size prefix says {declared + 4} bytes but the file has {n}; the ETDump is truncated "
+                "(copy it again from the device, or rerun and call write_etdump_result_to_file)")
+        base = 4
+    elif head[4:8] == efb.FILE_IDENTIFIER:
+        base = 0
+    else:
+        got = head[8:12] if len(head) >= 12 else head[4:8]
+        raise FormatError(f"{path}: not an ETDump (identifier {got!r} at bytes 8-12, expected b'ED00'); "
+                          "pass the .etdp file written by write_etdump_result_to_file")
+    fb = FB(data, path)
+    root = base + int.from_bytes(head[base:base + 4], "little")
+    fb.check(np.array([root], dtype=np.int64), 4, "ETDump root table")
+    return fb, root

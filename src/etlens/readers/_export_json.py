@@ -45,7 +45,7 @@ def split_module_entry(item: str) -> list[str]:
     Commas inside brackets (``Sequential[(0, 1)]``-style names) do not split; the common entry
     without brackets takes the fast path.
     """
-    if not any(c in item for c in "[()]"):
+    if "[" not in item and "(" not in item and ")" not in item and "]" not in item:
         return item.split(",")
     parts, start, depth = [], 0, 0
     for i, c in enumerate(item):

@@ -34,12 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, MissingDataError, TruncatedFileError
+from ..errors import FormatError, MissingDataError
 from ..schema import ETDUMP_VALUE_TYPES, SCALAR_TYPES as _ALL_SCALAR_TYPES, ScalarTypeInfo
 from ..schema import etdump_fbs as efb
 from ..schema.etdump_fbs import ValueType
-from ._etdump_fb import FB
-from .base import file_errors
+from ._etdump_fb import FB, open_etdump
 from .base import Artifact
 
 __all__ = [
@@ -173,6 +172,7 @@ class DebugBuffer:
                 raise MissingDataError(f"{self.path}: is a directory, expected the debug buffer file") from exc
         self.size = len(self._data)
         self._quiet = False  # set once a tensor went through _from_readonly (torch warns once)
+        self._u8: np.ndarray | None = None  # the whole buffer as bytes (made on first use)
 
     def array(self, ref: TensorRef) -> np.ndarray:
         """The tensor's bytes as a numpy array (storage dtype), bounds-checked, zero-copy."""
@@ -208,12 +208,22 @@ class DebugBuffer:
         import torch
 
         spec, count, _ = self._locate(scalar_type, sizes, offset)
-        target = _torch_dtype(spec)
         if count == 0:
-            return torch.zeros(sizes, dtype=target)
-        arr = np.frombuffer(self._data, dtype=spec.storage, count=count, offset=offset).reshape(sizes)
-        t = _from_readonly(torch, arr, self._quiet)
+            return torch.zeros(sizes, dtype=_torch_dtype(spec))
+        return self.tensor_from(scalar_type, sizes, offset, count * spec.itemsize)
+
+    def tensor_from(self, scalar_type: int, sizes: tuple[Any, ...], offset: int, nbytes: int) -> Any:
+        """:meth:`tensor_at` without its checks, for a caller that made them (``etdump_values``): a
+        known ``scalar_type`` and ``nbytes > 0`` bytes inside the buffer at ``offset``."""
+        import torch
+
+        if self._u8 is None:
+            self._u8 = np.frombuffer(self._data, dtype=np.uint8)
+        spec = SCALAR_TYPES[scalar_type]
+        storage = str(spec.storage)  # every code of SCALAR_TYPES has a storage dtype
+        t = _from_readonly(torch, self._u8[offset:offset + nbytes].view(storage).reshape(sizes), self._quiet)
         self._quiet = True
+        target = _torch_dtype(spec)
         return t.view(target) if t.dtype != target else t
 
 
@@ -376,52 +386,6 @@ def _vec_span(fb: FB, vec_pos: int, elem: int, what: str) -> tuple[int, int]:
     start, n = fb.vector(vec_pos, what)
     fb.check(np.array([start]), n * elem, what)
     return start, n
-
-
-def _open_bytes(path: str) -> bytes | mmap.mmap:
-    with file_errors(path, "an .etdp file"):
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            if size == 0:
-                return b""
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def open_etdump(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *,
-                path: str | None = None) -> tuple[FB, int]:
-    """``(FB over the bytes, position of the ETDump root table)`` after checking the identifier and size prefix.
-
-    The shared first step of :func:`read_etdump` and of the fleet's profile-column reader
-    (:mod:`etlens.readers.etdump_columns`): a path is memory-mapped, bytes are used as they are.
-    """
-    data: bytes | bytearray | mmap.mmap
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data = bytes(source) if isinstance(source, memoryview) else source
-        path = path or "<etdump bytes>"
-    else:
-        path = os.fspath(source)
-        data = _open_bytes(path)
-    n = len(data)
-    if n < 8:
-        raise TruncatedFileError(f"{path}: {n} bytes is too short for an ETDump (a FlatBuffer needs at least 12)")
-    head = bytes(data[:12])
-    if head[8:12] == efb.FILE_IDENTIFIER:
-        declared = int.from_bytes(head[:4], "little")
-        if declared + 4 > n:
-            raise TruncatedFileError(
-                f"{path}: size prefix says {declared + 4} bytes but the file has {n}; the ETDump is truncated "
-                "(copy it again from the device, or rerun and call write_etdump_result_to_file)")
-        base = 4
-    elif head[4:8] == efb.FILE_IDENTIFIER:
-        base = 0
-    else:
-        got = head[8:12] if len(head) >= 12 else head[4:8]
-        raise FormatError(f"{path}: not an ETDump (identifier {got!r} at bytes 8-12, expected b'ED00'); "
-                          "pass the .etdp file written by write_etdump_result_to_file")
-    fb = FB(data, path)
-    root = base + int.from_bytes(head[base:base + 4], "little")
-    fb.check(np.array([root], dtype=np.int64), 4, "ETDump root table")
-    return fb, root
 
 
 def read_etdump(source: str | os.PathLike[str] | bytes | bytearray | memoryview, *, path: str | None = None) -> ETDump:

@@ -44,6 +44,7 @@ from typing import Any, Iterable
 from ..errors import EtlensError, FormatError, MissingDataError, dependency_error, first_line, missing_dependency
 from ..model import Graph
 from .base import Artifact
+from ._jsonload import loads
 from ._zipsafe import SafeZip
 
 __all__ = ["ETRecord", "read", "IDENTIFIER", "EXPORTED_PROGRAM", "EDGE_PREFIX"]
@@ -102,6 +103,7 @@ class ETRecord(Artifact):
         self._stage_graphs: dict[str, Graph] = {}
         self._tensors: dict[str, Any] = {}
         self._schema_versions: dict[str, str] = {}
+        self._nodes: dict[str, Any] = {}  # stage -> ProgramNodes (see program_nodes)
 
     # -- loading ----------------------------------------------------------------------------
     def _zip(self) -> SafeZip:
@@ -110,7 +112,7 @@ class ETRecord(Artifact):
     def _read_json(self, z: SafeZip, name: str) -> Any:
         data = z.read(name, limit=_MAX_JSON)
         try:
-            return json.loads(data)
+            return loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise FormatError(f"{self.path}: entry {name!r} is not valid JSON ({exc}); the ETRecord is corrupt; "
                               f"{_HINT}") from exc
@@ -199,6 +201,16 @@ class ETRecord(Artifact):
                               f"{_HINT}")
         self._schema_versions[stage] = f"{v.get('major')}.{v.get('minor')}"
         return doc
+
+    def program_nodes(self, stage: str) -> Any:
+        """The nodes of ``stage`` as flat columns (:class:`~etlens.readers.program_nodes.ProgramNodes`),
+        parsed once and kept: a few strings per node instead of the whole JSON tree."""
+        hit = self._nodes.get(stage)
+        if hit is None:
+            from .program_nodes import ProgramNodes
+
+            hit = self._nodes[stage] = ProgramNodes.from_json(self.program_json(stage))
+        return hit
 
     def _load_tensor_entry(self, z: SafeZip, name: str) -> Any:
         from ._torch_compat import load_tensors

@@ -46,3 +46,35 @@ def test_json_runner_failure_falls_back_to_the_deserialized_program():
             {"name": "other", "arg": {"as_tensor": {"name": "x"}}}])]}}}
     cap = capture_reference(ReferenceProgram("edge", JsonProgram(ok, {})), (torch.ones(2),))
     assert cap.runner == RUNNER_JSON and cap.fallback_reason is None
+
+
+@requires_executorch
+def test_compiled_json_runner_and_kept_lineage_match_the_deserialized_programs(artifacts):
+    """The JSON runner (compiled once into steps) against torch's fx interpreter on the deserialized
+    program, and the ATen handles propagated from the record's kept node columns against those from
+    the edge program's full JSON, on real programs (decomposed attention, quantized, delegated)."""
+    import torch
+
+    from etlens.analysis.numerics.capture import (RUNNER_FX, RUNNER_JSON, ReferenceProgram, capture_reference,
+                                                  pick_edge_stage, propagate_back_handles, resolve_reference)
+    from etlens.analysis.numerics.jsonrun import JsonProgram, NodeLineage
+    from etlens.analysis.record import as_record
+    from etlens.readers.etrecord import read
+
+    for case in ("transformer_portable", "cnn_q8_xnnpack", "mixed_xnnpack"):
+        rec = as_record(read(artifacts[case].etrecord))
+        edge = pick_edge_stage(rec.stages())
+        aten = JsonProgram.from_record(rec, "exported_program")
+        kept = propagate_back_handles(aten, rec.export_graph_id, NodeLineage.from_record(rec, edge))
+        full = propagate_back_handles(aten, rec.export_graph_id, JsonProgram.from_record(rec, edge))
+        assert kept == full and kept is not None, case
+        ref = resolve_reference(rec)
+        inputs = rec.representative_inputs()[0]
+        fast = capture_reference(ref, inputs)
+        slow = capture_reference(ReferenceProgram(ref.name, rec.load_program(ref.program.name), ref.handles), inputs)
+        assert fast.runner == RUNNER_JSON and slow.runner == RUNNER_FX
+        assert list(fast.outputs) == list(slow.outputs), case
+        for key, a in fast.outputs.items():
+            b = slow.outputs[key]
+            if isinstance(a, torch.Tensor):
+                assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), (case, key)

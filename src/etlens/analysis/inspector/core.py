@@ -34,7 +34,7 @@ from typing import IO, Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from ...errors import EtlensError, FormatError, MissingDataError
+from ...errors import EtlensError, MissingDataError
 from ...model.events import BlockColumns, PerfData, TimeScale, calculate_time_scale_factor
 from ...readers.etdump import SCALAR_TYPES, V_TENSOR, V_TENSOR_LIST, DebugBuffer, ETDump, read_etdump
 from ..record import Record, as_record
@@ -125,6 +125,7 @@ class Inspector:
             self._dump: ETDump = (etdump_data if isinstance(etdump_data, ETDump) else
                                   read_etdump(etdump_path if etdump_path is not None else etdump_data))
             self._buffer: Optional[DebugBuffer] = None
+            self._debug_data: Any = None  # DebugData of the dump and buffer (made on first use)
             if debug_buffer_path is not None or debug_buffer_data is not None:
                 self._buffer = DebugBuffer(debug_buffer_path, data=debug_buffer_data)
                 self._check_buffer()
@@ -256,6 +257,7 @@ class Inspector:
         framework = FRAMEWORK_EVENT_NAMES
         missing = wrong_kernel = checked = bad_delegate = 0
         top: dict[int, int] = {}
+        verdicts: dict[tuple, Optional[bool]] = {}  # kernel_matches per (name, op types): few distinct pairs
         for bi, b in enumerate(self._blocks):
             handle_map, delegate_map, _ = record_maps(self.record, self._block_methods[bi])
             if handle_map is None:
@@ -275,7 +277,8 @@ class Inspector:
                     if delegate_map is not None and str(instr) not in delegate_map:
                         bad_delegate += 1
                     continue
-                ok = kernel_matches(name, b.op_types[i])
+                key = (name, *b.op_types[i])
+                ok = verdicts[key] if key in verdicts else verdicts.setdefault(key, kernel_matches(name, b.op_types[i]))
                 if ok is not None:
                     checked += 1
                     wrong_kernel += not ok
@@ -312,18 +315,11 @@ class Inspector:
     def _debug_list(self, run: int, idxs: Optional[np.ndarray]) -> list:
         if idxs is None or len(idxs) == 0:
             return []
-        dump, buf = self._dump, self._buffer
+        if self._debug_data is None or self._debug_data.buffer is not self._buffer:
+            from .debugdata import DebugData
 
-        def load():
-            out = []
-            for i in idxs.tolist():
-                try:
-                    out.append(dump.debug_value(run, i, buf))
-                except FormatError:
-                    out.append(None)
-            return out
-
-        return LazyList(len(idxs), load)
+            self._debug_data = DebugData(self._dump, self._buffer)
+        return LazyList(len(idxs), self._debug_data, run, idxs)
 
     def _metadatas(self, b: BlockColumns, i: int) -> list:
         out = []
@@ -529,7 +525,7 @@ class Inspector:
             n_events = len(self._dump.runs[r0].kind)
             for i, name in enumerate(b.names):
                 idxs = b.debug_events[i]
-                if idxs is None or name == OPERATOR_CALL or (len(idxs) and int(idxs.max()) >= n_events):
+                if idxs is None or name == OPERATOR_CALL or (len(idxs) and int(max(idxs.tolist())) >= n_events):
                     continue
                 h = b.debug_handles[i]
                 handles = () if h is None else ((h,) if isinstance(h, int) else tuple(h))

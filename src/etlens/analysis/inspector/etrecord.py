@@ -48,42 +48,51 @@ def _op_name_from_target(target: str) -> str:
 
 def _parse_module_stack(s: str | None, cache: dict) -> dict:
     """``{key: (path, type)}`` of a serialized ``nn_module_stack``; ``cache`` (owned by the caller,
-    one per program) memoizes the text: many nodes of a program share one stack."""
+    one per program) memoizes whole texts and single ``key,path,type`` entries (keyed ``(entry,)``):
+    the nodes of a program share their outer modules' entries even when no two stacks are equal."""
     if not s:
         return {}
     hit = cache.get(s)
     if hit is not None:
         return dict(hit)
-    from ...readers import parse_nn_module_stack
+    from ...readers import split_module_entry
 
-    stack = {key: tuple(value) for key, value in parse_nn_module_stack(s).items()}
+    stack = {}
+    for item in s.split(";"):
+        entry = cache.get((item,))
+        if entry is None:
+            parts = split_module_entry(item)
+            entry = (parts[0], (parts[1], parts[2])) if len(parts) == 3 else ()
+            if len(cache) < 100_000:
+                cache[(item,)] = entry
+        if entry:
+            stack[entry[0]] = entry[1]
     if len(cache) < 100_000:
         cache[s] = stack
     return dict(stack)
 
 
-def _nodes_from_json(doc: dict) -> list[tuple[int, NodeInfo]]:
+def _nodes_from_json(doc: Any) -> list[tuple[int, NodeInfo]]:
+    """Node infos of a program, from its :class:`~etlens.readers.program_nodes.ProgramNodes` (or its
+    parsed JSON)."""
+    if isinstance(doc, dict):
+        from ...readers.program_nodes import ProgramNodes
+
+        doc = ProgramNodes.from_json(doc)
     out = []
     stacks: dict[str, dict] = {}
-    for n in doc.get("graph_module", {}).get("graph", {}).get("nodes", []):
-        target = n.get("target", "")
+    for name, first, target, dh, trace, stack in zip(doc.names, doc.output_names, doc.targets, doc.debug_handles,
+                                                      doc.stack_traces, doc.module_stacks):
         if target in ("_operator.getitem", "executorch.exir.memory.alloc"):
             continue
-        meta = n.get("metadata") or {}
-        dh = meta.get("debug_handle")
         if dh in (None, ""):
             continue
         try:
             handle = int(dh)
         except (TypeError, ValueError):
             continue
-        name = n.get("name") or ""
-        if not name:
-            outs = n.get("outputs") or []
-            if outs and isinstance(outs[0], dict) and "as_tensor" in outs[0]:
-                name = outs[0]["as_tensor"].get("name", "")
-        out.append((handle, (name + "_", _op_name_from_target(target), meta.get("stack_trace") or None,
-                             _parse_module_stack(meta.get("nn_module_stack"), stacks))))
+        out.append((handle, ((name or first or "") + "_", _op_name_from_target(target), trace,
+                             _parse_module_stack(stack, stacks))))
     return out
 
 
@@ -120,7 +129,8 @@ def handle_to_nodes(record: Record | Any, method: str = "forward",
             warnings.warn(f"{rec.path}: no edge-dialect program; op types, stack "
                           "traces and module hierarchy stay empty (debug handles still resolve)", stacklevel=3)
             return {}
-        nodes = _nodes_from_json(rec.etlens.program_json(stage))
+        nodes_of = getattr(rec.etlens, "program_nodes", None)
+        nodes = _nodes_from_json(nodes_of(stage) if callable(nodes_of) else rec.etlens.program_json(stage))
     else:
         ep = rec.edge_program(method, graph)
         if ep is None:

@@ -8,7 +8,7 @@ builds the same frame directly from :class:`~etlens.model.events.BlockColumns`.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Iterable
 
 import numpy as np
 from ...schema import OPERATOR_CALL
@@ -26,20 +26,49 @@ class LazyList(list):
     """A list whose items are produced on first access (debug tensors are decoded only when read).
 
     ``len()`` is known up front; iterating, indexing, printing or comparing decodes everything once.
+    Made either from a thunk (``LazyList(n, thunk)``, ``thunk() -> list``) or, for debug events, from
+    a source and its arguments (``LazyList(n, source, run, idxs)``: ``source.values(run, idxs) ->
+    list``). The second form holds no closure (one object per list, which matters for the cyclic
+    collector when a frame has thousands of them), and :meth:`load_all` decodes many such lists in
+    one batch per source and run.
     """
 
-    __slots__ = ("_thunk",)
+    __slots__ = ("_src", "_run", "_idxs")
     __hash__ = None  # type: ignore[assignment]
 
-    def __init__(self, n: int, thunk: Callable[[], list]):
+    def __init__(self, n: int, source: Any, run: Any = None, idxs: Any = None):
         super().__init__([None] * n)
-        self._thunk = thunk
+        self._src, self._run, self._idxs = source, run, idxs
+
+    def _values(self) -> list:
+        src, self._src = self._src, None
+        return src() if self._idxs is None else src.values(self._run, self._idxs)
 
     def _load(self) -> None:
-        thunk = self._thunk
-        if thunk is not None:
-            self._thunk = None
-            list.__setitem__(self, slice(None), thunk())
+        if self._src is not None:
+            list.__setitem__(self, slice(None), self._values())
+
+    @staticmethod
+    def load_all(lists: Iterable[Any]) -> None:
+        """Decode every not-yet-loaded ``LazyList(n, source, run, idxs)`` of ``lists`` (others are left
+        alone), with one ``source.values`` call per (source, run): what a numeric comparison does with
+        the thousands of outputs it reads."""
+        groups: dict[tuple[int, Any], list[LazyList]] = {}
+        for x in lists:
+            if isinstance(x, LazyList) and x._src is not None and x._idxs is not None:
+                groups.setdefault((id(x._src), x._run), []).append(x)
+        for members in groups.values():
+            if len(members) == 1:
+                members[0]._load()
+                continue
+            src, run = members[0]._src, members[0]._run
+            values = src.values(run, np.concatenate([m._idxs for m in members]))
+            at = 0
+            for m in members:
+                n = len(m._idxs)
+                m._src = None
+                list.__setitem__(m, slice(None), values[at:at + n])
+                at += n
 
     def __getitem__(self, i):
         self._load()

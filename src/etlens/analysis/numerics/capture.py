@@ -137,9 +137,9 @@ def _json_views(program: Any) -> list[tuple]:
 
 
 def _views(program: Any) -> list[tuple]:
-    from .jsonrun import JsonProgram
+    from .jsonrun import JsonProgram, NodeLineage
 
-    return _json_views(program) if isinstance(program, JsonProgram) else _fx_views(program)
+    return _json_views(program) if isinstance(program, (JsonProgram, NodeLineage)) else _fx_views(program)
 
 
 def propagate_back_handles(aten_program: Any, export_graph_id: Any, edge_program: Any,
@@ -228,8 +228,11 @@ def resolve_reference(record: ETRecordLike | Record, reference_graph: str | None
     record = as_record(record)
     loader = _json_loader(record) if fast else None
     if loader is not None:
+        from .jsonrun import NodeLineage
+
         try:
-            ref = _resolve(record, reference_graph, disable_validation, loader)
+            ref = _resolve(record, reference_graph, disable_validation, loader,
+                           lambda stage: NodeLineage.from_record(record, stage) or loader(stage))
         except Unsupported as exc:
             log.info("reading the reference from JSON is not supported here (%s); deserializing it", exc)
         else:
@@ -240,7 +243,9 @@ def resolve_reference(record: ETRecordLike | Record, reference_graph: str | None
 
 
 def _resolve(record: Record, reference_graph: str | None, disable_validation: bool,
-             load: Callable[[str], Any]) -> ReferenceProgram:
+             load: Callable[[str], Any], lineage: Callable[[str], Any] | None = None) -> ReferenceProgram:
+    """``load(stage)``: a program to run; ``lineage(stage)``: one whose nodes' names, handles and
+    provenance are enough (the edge program when propagating handles; default ``load``)."""
     stages = record.stages()
     edge_stage = pick_edge_stage(stages)
     if reference_graph in (None, EXPORTED_PROGRAM):
@@ -248,7 +253,7 @@ def _resolve(record: Record, reference_graph: str | None, disable_validation: bo
         handles = None
         if aten is not None and edge_stage is not None:
             handles = propagate_back_handles(aten, record.export_graph_id,
-                                             load(edge_stage), disable_validation)
+                                             (lineage or load)(edge_stage), disable_validation)
         if handles is not None:
             return ReferenceProgram(EXPORTED_PROGRAM, aten, handles)
         if reference_graph == EXPORTED_PROGRAM:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..record import EtlensRecordLike, Record
+from .jsonplan import float_value, input_names
 from ...schema.export import EXPORT_DTYPES, EXPORT_LAYOUTS, EXPORT_MEMORY_FORMATS
 
 __all__ = ["JsonProgram", "JsonNode", "Unsupported", "alias_args", "parse_handle", "parse_module_stack",
@@ -65,7 +66,7 @@ def parse_module_stack(raw: str | None) -> tuple[str | None, str | None]:
         return None, None
     from ...readers import split_module_entry
 
-    parts = split_module_entry(raw.split(";")[-1])
+    parts = split_module_entry(raw.rpartition(";")[2])
     return (parts[1], parts[2]) if len(parts) == 3 else (None, None)
 
 
@@ -116,6 +117,27 @@ class JsonNode:
         return self._ancestors
 
 
+class NodeLineage:
+    """A program's nodes with only their names, debug handles and provenance chains (no arguments):
+    all that propagating debug handles back to the ATen program reads from the edge program, made
+    from the record's kept :class:`~etlens.readers.program_nodes.ProgramNodes` instead of a second
+    parse of its JSON."""
+
+    def __init__(self, nodes: Any, name: str = "") -> None:
+        self.name = name
+        self.nodes = [JsonNode(str(n or first or "node"), target, [], [], {"debug_handle": dh, "from_node": src})
+                      for n, first, target, dh, src in zip(nodes.names, nodes.output_names, nodes.targets,
+                                                            nodes.debug_handles, nodes.from_nodes)]
+
+    @classmethod
+    def from_record(cls, record: EtlensRecordLike | Record, stage: str) -> "NodeLineage | None":
+        """From an etlens ETRecord that keeps its programs' node columns, else None."""
+        if isinstance(record, Record):
+            record = record.etlens
+        nodes_of = getattr(record, "program_nodes", None)
+        return cls(nodes_of(stage), stage) if callable(nodes_of) else None
+
+
 _SOURCE_RE = re.compile(r'"name": "([^"\\]*)", "target": "[^"\\]*", "graph_id": (-?\d+)')
 
 
@@ -129,11 +151,7 @@ _HIGHER_ORDER = frozenset({"torch.ops.higher_order.auto_functionalized",
 _DTYPES = EXPORT_DTYPES
 _MEMORY_FORMATS = EXPORT_MEMORY_FORMATS
 _LAYOUTS = EXPORT_LAYOUTS
-_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
-
-
-def _float(v: Any) -> float:
-    return _FLOATS[v] if isinstance(v, str) else float(v)
+_float = float_value
 
 
 class JsonProgram:
@@ -160,6 +178,7 @@ class JsonProgram:
         self._tensors = state_dict if callable(state_dict) else None
         self.state_dict = {} if callable(state_dict) else (state_dict or {})
         self.constants = constants or {}
+        self._plan: tuple[list, set[str]] | None = None  # compiled steps (see _compiled)
 
     @classmethod
     def from_record(cls, record: EtlensRecordLike | Record, stage: str) -> "JsonProgram":
@@ -310,44 +329,54 @@ class JsonProgram:
 
             def keep(name: str) -> bool:  # noqa: F811 - the written-back values must survive their last use
                 return name in mutated or (kept is not None and kept(name))
-        from ...readers import ensure_quant_ops
-
-        if any("quantized_decomposed" in n.target for n in self.nodes):
-            ensure_quant_ops()  # importing torch.ao.quantization costs ~1 s: only when needed
+        steps, written = self._compiled()
         self.load_tensors()
         env = self._lifted_inputs(user_inputs)
-        last_use: dict[str, int] = {}
-        for i, node in enumerate(self.nodes):
-            for name in input_names(node.inputs):
-                last_use[name] = i
-        ops = {}
-        for node in self.nodes:
-            if node.target not in ops:
-                ops[node.target] = self.resolve(node.target)
-        written = _written_later(self.nodes, ops) if on_node is not None else set()
-        for i, node in enumerate(self.nodes):
-            fn = ops[node.target]
-            if fn is operator.getitem or getattr(fn, "__module__", None) in ("_operator", "operator"):
-                args = [self._arg(a["arg"], env) for a in node.inputs]
-                result = fn(*args)
+        if on_node is None:
+            written = set()
+        bind = self._bind
+        for step in steps:
+            if step.names is not None:
+                result = step.fn(*[env[n] for n in step.names])
             else:
-                # unnamed inputs are positional (a higher-order op's operator argument)
-                args = [self._arg(a["arg"], env) for a in node.inputs if not a["name"]]
-                kwargs = {a["name"]: self._arg(a["arg"], env) for a in node.inputs if a["name"]}
-                result = fn(*args, **kwargs)
-            self._bind(node, result, env)
+                args, kwargs = step.args(env)
+                result = step.fn(*args, **kwargs)
+            node = step.node
+            if step.out is not None and result is not None:
+                env[step.out] = result
+            else:
+                bind(node, result, env)
             if on_node is not None:
                 # a value a later in-place op overwrites (``hidden += residual`` exports as ``add_``)
                 # must be copied by a caller that keeps it, to keep the value this node computed
                 on_node(node, result, node.name in written)
-            for name in input_names(node.inputs):
-                if last_use.get(name) == i and (keep is None or not keep(name)):
+            for name in step.drop:
+                if keep is None or not keep(name):
                     env.pop(name, None)
         if carry_state and self._mutations:
             self.state_dict = dict(self.state_dict)  # never write into a dict the record may share
             for value, buffer in self._mutations.items():
                 if env.get(value) is not None and buffer:
                     self.state_dict[buffer] = env[value].detach().clone()
+
+    def _compiled(self) -> tuple[list, set[str]]:
+        """The program's steps (:mod:`.jsonplan`) and the names later in-place ops overwrite, made once."""
+        if self._plan is None:
+            from ...readers import ensure_quant_ops
+            from .jsonplan import compile_program
+
+            if any("quantized_decomposed" in n.target for n in self.nodes):
+                ensure_quant_ops()  # importing torch.ao.quantization costs ~1 s: only when needed
+            ops = {}
+            for node in self.nodes:
+                if node.target not in ops:
+                    ops[node.target] = self.resolve(node.target)
+            self._plan = (compile_program(self, ops), _written_later(self.nodes, ops))
+        return self._plan
+
+    #: the public name of the argument decoder (:mod:`.jsonplan` decodes constants with it once)
+    def decode_arg(self, arg: dict, env: dict) -> Any:
+        return self._arg(arg, env)
 
     @staticmethod
     def _bind(node: JsonNode, result: Any, env: dict) -> None:
@@ -419,8 +448,14 @@ def written_later(steps: list[tuple[str, Any, Callable[[], dict[str, list[str]]]
     root: dict[str, str] = {}
     born: dict[str, int] = {}
     last_write: dict[str, int] = {}
+    schemas: dict[Any, tuple[set[str], set[str]]] = {}  # alias_args per operator (reading a schema is slow)
     for i, (name, fn, bound) in enumerate(steps):
-        w, a = alias_args(fn)
+        try:
+            w, a = schemas[fn]
+        except KeyError:
+            w, a = schemas[fn] = alias_args(fn)
+        except TypeError:  # an unhashable callable
+            w, a = alias_args(fn)
         mine = name
         if w or a:
             for arg, values in bound().items():
@@ -479,21 +514,6 @@ def _sym_name(arg: Any) -> str | None:
             if k in arg and "as_name" in arg[k]:
                 return arg[k]["as_name"]
     return None
-
-
-def input_names(inputs: list) -> list[str]:
-    out = []
-    for a in inputs:
-        (kind, v), = a["arg"].items()
-        if kind == "as_tensor":
-            out.append(v["name"])
-        elif kind == "as_tensors":
-            out.extend(t["name"] for t in v)
-        elif kind == "as_optional_tensors":
-            out.extend(t["as_tensor"]["name"] for t in v if "as_tensor" in t)
-        elif kind == "as_optional_tensor" and "as_tensor" in v:
-            out.append(v["as_tensor"]["name"])
-    return out
 
 
 def _stage_tensors(record: EtlensRecordLike, stage: str) -> tuple[dict, dict]:

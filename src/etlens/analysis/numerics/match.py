@@ -142,7 +142,7 @@ class PairInfo:
     group: int  # index of the connected group (in pairing order)
     output_index: int  # runtime output index i (the -(i+1)-th handle / tensor)
     aot_handle: tuple  # the single reference handle whose output is compared, e.g. (7,)
-    aot_handles: list[tuple]  # every reference handle in the group
+    aot_handles: tuple[tuple, ...]  # every reference handle in the group
     runtime_handle: tuple
     runtime_choice: str = ""  # how the runtime tensor was picked ("", "position", "shape", "shape+dtype", "last",
     # "delegate output map")
@@ -289,7 +289,7 @@ def _delegate_output_keys(rt_handle: tuple, rt_out: Any, num_outputs: int, aot_m
 def _pair_group(result: PairResult, group: int, rt_handle: tuple, rt_out: Any, num_outputs: int,
                 aot_map: dict, output_handles: Callable[[tuple], list | None] | None = None) -> None:
     """Pair runtime output ``i`` (the ``-(i+1)``-th handle / tensor) of one event with its reference output."""
-    aot_handles = list(aot_map)
+    aot_handles = tuple(aot_map)  # a tuple of int tuples: the collector stops tracking it
     combined = {k[0] for k in aot_handles if k}
     rt_set = set(rt_handle)
     made = 0
@@ -400,24 +400,47 @@ class HandleNameIndex:
     """
 
     def __init__(self, names: dict) -> None:
+        # compact on purpose: one index per side lives as long as its analysis, and thousands of
+        # small sets and lists (one per entry) made the cyclic collector's full pass owed sooner
         self._keys = list(names)
-        self._names = [list(v) for v in names.values()]
-        self._sets = [set(k) for k in self._keys]
-        self._by_h: dict[int, list[int]] = {}
+        self._names = list(names.values())  # the callers' lists, not copies (read only)
+        # an entry's handles: the int itself for a single handle (the usual case), else a frozenset
+        self._sets: list = [k[0] if len(k) == 1 else frozenset(k) for k in self._keys]
+        self._by_h: dict[int, Any] = {}  # handle -> entry index, or a list of them when several
         self._always: list[int] = []  # empty handle tuples are a subset of everything
+        by_h = self._by_h
         for i, s in enumerate(self._sets):
-            if not s:
-                self._always.append(i)
-            for h in s:
-                self._by_h.setdefault(h, []).append(i)
+            if isinstance(s, frozenset):
+                if not s:
+                    self._always.append(i)
+                members: Iterable[int] = s
+            else:
+                members = (s,)
+            for h in members:
+                at = by_h.get(h)
+                if at is None:
+                    by_h[h] = i
+                elif isinstance(at, list):
+                    at.append(i)
+                else:
+                    by_h[h] = [at, i]
 
     def find(self, target: Iterable[int]) -> list[str]:
         want = set(target)
         cand = set(self._always)
+        by_h = self._by_h
         for h in want:
-            cand.update(self._by_h.get(h, ()))
+            at = by_h.get(h)
+            if at is None:
+                continue
+            if isinstance(at, list):
+                cand.update(at)
+            else:
+                cand.add(at)
         out: list[str] = []
+        sets = self._sets
         for i in sorted(cand):
-            if self._sets[i] <= want:
+            s = sets[i]
+            if (s <= want) if isinstance(s, frozenset) else (s in want):
                 out.extend(self._names[i])
         return out

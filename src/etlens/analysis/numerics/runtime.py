@@ -181,6 +181,7 @@ def collect_runtime_outputs(event_blocks: Any) -> RuntimeOutputs:
                      "the same instruction in an earlier block is compared")
         out.unused.append(ev)
 
+    _decode_together([ev.debug_data for _, ev, _ in best.values()])
     staged: dict[tuple, tuple] = {}
     for handle, (iid, ev, bname) in best.items():
         data = ev.debug_data
@@ -194,3 +195,14 @@ def collect_runtime_outputs(event_blocks: Any) -> RuntimeOutputs:
     merged = merge_runtime_handles(staged)
     out.outputs = {k: (v[1], v[2]) for k, v in merged.items()}
     return out
+
+
+def _decode_together(lists: list) -> None:
+    """Decode the winners' lazily decoded outputs in batches (an etlens ``LazyList`` type offers
+    ``load_all``: one vectorised decode per run instead of one per event); plain lists are left alone."""
+    kinds: dict[type, list] = {}
+    for x in lists:
+        if getattr(type(x), "load_all", None) is not None:
+            kinds.setdefault(type(x), []).append(x)
+    for kind, members in kinds.items():
+        kind.load_all(members)

@@ -1,0 +1,151 @@
+"""A :class:`~etlens.analysis.numerics.jsonrun.JsonProgram` compiled once into steps that run cheaply.
+
+Running a node used to mean decoding its serialized arguments again (one ``{"as_tensor": …}``
+dict at a time), finding the values it frees, and binding its outputs: on a 1000-layer program
+that bookkeeping cost several times the ATen calls themselves. :func:`compile_program` does it once
+per program: each node becomes a :class:`Step` with its resolved operator, its arguments already
+decoded (constants as values, tensors as the names to look up), the values whose last use it is,
+and how its result binds. :meth:`JsonProgram.run <etlens.analysis.numerics.jsonrun.JsonProgram.run>`
+then only looks names up, calls, and binds.
+
+The decoding rules are :meth:`JsonProgram._arg`'s, applied ahead of time: an argument kind it does
+not know raises :class:`~etlens.analysis.numerics.jsonrun.Unsupported` here, before anything runs.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable
+
+__all__ = ["Step", "compile_program", "float_value", "input_names", "CONST", "NAME", "THUNK"]
+
+#: argument encodings: a decoded constant, a value name looked up at run time, a thunk ``env -> value``
+CONST, NAME, THUNK = 0, 1, 2
+
+
+class Step:
+    """One node, ready to run: ``fn(*args, **kwargs)`` with ``args``/``kwargs`` from ``pos``/``kw``.
+
+    ``names``: the positional arguments when all of them are value names and there are no keyword
+    arguments (the usual ATen call; looked up in one comprehension); ``drop``: input names whose last
+    use is this node; ``out``: the one tensor name the result binds to, or None (then the node's
+    outputs are bound by :meth:`JsonProgram._bind`).
+    """
+
+    __slots__ = ("node", "fn", "pos", "kw", "names", "drop", "out")
+
+    def __init__(self, node: Any, fn: Any, pos: list, kw: list, drop: list[str], out: str | None):
+        self.node, self.fn, self.pos, self.kw, self.drop, self.out = node, fn, pos, kw, drop, out
+        self.names = [v for _, v in pos] if not kw and all(t == NAME for t, _ in pos) else None
+
+    def args(self, env: dict) -> tuple[list, dict]:
+        if self.names is not None:
+            return [env[n] for n in self.names], {}
+        args = [v if t == CONST else env[v] if t == NAME else v(env) for t, v in self.pos]
+        kwargs = {k: (v if t == CONST else env[v] if t == NAME else v(env)) for k, t, v in self.kw}
+        return args, kwargs
+
+
+_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def float_value(v: Any) -> float:
+    """A serialized float (``1.5``, ``"Infinity"``, ``"NaN"``) as a Python float."""
+    return _FLOATS[v] if isinstance(v, str) else float(v)
+
+
+def input_names(inputs: list) -> list[str]:
+    out = []
+    for a in inputs:
+        (kind, v), = a["arg"].items()
+        if kind == "as_tensor":
+            out.append(v["name"])
+        elif kind == "as_tensors":
+            out.extend(t["name"] for t in v)
+        elif kind == "as_optional_tensors":
+            out.extend(t["as_tensor"]["name"] for t in v if "as_tensor" in t)
+        elif kind == "as_optional_tensor" and "as_tensor" in v:
+            out.append(v["as_tensor"]["name"])
+    return out
+
+
+def _sym(v: dict) -> tuple[int, Any]:
+    (k, x), = v.items()
+    if k == "as_name":
+        return NAME, x
+    return CONST, (float_value(x) if k == "as_float" else x)
+
+
+def _list_thunk(parts: list[tuple[int, Any]]) -> Callable[[dict], list]:
+    return lambda env: [v if t == CONST else env[v] for t, v in parts]
+
+
+def compile_arg(prog: Any, arg: dict) -> tuple[int, Any]:
+    """The encoding of one serialized argument (see :data:`CONST`, :data:`NAME`, :data:`THUNK`)."""
+    (kind, v), = arg.items()
+    if kind == "as_tensor":
+        return NAME, v["name"]
+    if kind == "as_tensors":
+        return THUNK, _list_thunk([(NAME, t["name"]) for t in v])
+    if kind == "as_optional_tensors":
+        return THUNK, _list_thunk([(NAME, t["as_tensor"]["name"]) if "as_tensor" in t else (CONST, None)
+                                   for t in v])
+    if kind == "as_optional_tensor":
+        return (NAME, v["as_tensor"]["name"]) if "as_tensor" in v else (CONST, None)
+    if kind in ("as_sym_int", "as_sym_bool", "as_sym_float"):
+        return _sym(v)
+    if kind in ("as_sym_ints", "as_sym_bools", "as_sym_floats"):
+        parts = [_sym(x) for x in v]
+        if all(t == CONST for t, _ in parts):
+            return CONST, [x for _, x in parts]
+        return THUNK, _list_thunk(parts)
+    # everything else is a constant: decode it once, exactly as the node-by-node runner does
+    return CONST, prog.decode_arg(arg, {})
+
+
+def _single_tensor_output(node: Any) -> str | None:
+    outs = node.outputs
+    if len(outs) == 1:
+        (kind, v), = outs[0].items()
+        if kind == "as_tensor":
+            return v["name"]
+    return None
+
+
+def _to_positional(fn: Any, pos: list, kw: list, names_of: dict) -> None:
+    """Move keyword arguments that the operator's schema takes positionally, in schema order, into
+    ``pos`` (an ATen call with positional arguments skips building a kwargs dict and the binder's
+    name matching; the call is the same). ``names_of`` memoizes each operator's positional names."""
+    if not kw:
+        return
+    positional = names_of.get(fn)
+    if positional is None:
+        schema = getattr(fn, "_schema", None)
+        positional = names_of[fn] = [a.name for a in schema.arguments if not a.kwarg_only] if schema else []
+    while kw and len(pos) < len(positional) and kw[0][0] == positional[len(pos)]:
+        _, t, v = kw.pop(0)
+        pos.append((t, v))
+
+
+def compile_program(prog: Any, ops: dict[str, Any]) -> list[Step]:
+    """The steps of ``prog``'s nodes in order (``ops``: ``{target: resolved operator}``)."""
+    inputs = [input_names(node.inputs) for node in prog.nodes]
+    last_use: dict[str, int] = {}
+    for i, names in enumerate(inputs):
+        for name in names:
+            last_use[name] = i
+    steps = []
+    names_of: dict[Any, list[str]] = {}
+    for i, node in enumerate(prog.nodes):
+        fn = ops[node.target]
+        if fn is operator.getitem or getattr(fn, "__module__", None) in ("_operator", "operator"):
+            pos = [compile_arg(prog, a["arg"]) for a in node.inputs]
+            kw: list = []
+        else:
+            # unnamed inputs are positional (a higher-order op's operator argument)
+            pos = [compile_arg(prog, a["arg"]) for a in node.inputs if not a["name"]]
+            kw = [(a["name"], *compile_arg(prog, a["arg"])) for a in node.inputs if a["name"]]
+            _to_positional(fn, pos, kw, names_of)
+        drop = list(dict.fromkeys(n for n in inputs[i] if last_use[n] == i))
+        steps.append(Step(node, fn, pos, kw, drop, _single_tensor_output(node)))
+    return steps
