@@ -77,3 +77,28 @@ def test_session_uses_one_child_for_build_and_inside_cycles(tmp_path):
     assert (tmp_path / "mlp.trace.json").exists() and s.trace.snapshots[-1].stage == "lower"
     with open(arts.pte, "rb") as f:
         assert f.read(8)[4:8] == b"ET12"
+
+
+@requires_executorch
+@pytest.mark.slow
+def test_inside_view_raced_on_a_second_child_gives_the_same_rows(tmp_path, monkeypatch):
+    """ETLENS_INSIDE_CHILD=1 forces the inside view onto a second child started when the build's
+    child begins lowering; =0 keeps it in the session's child: same rows, one lowering each."""
+    from etlens.demos import get_demo
+    from etlens.report import report_from_model
+
+    model, inputs = get_demo("mlp")
+    got = {}
+    for mode in ("1", "0"):
+        monkeypatch.setenv("ETLENS_INSIDE_CHILD", mode)
+        res = report_from_model(model.eval(), inputs, str(tmp_path / f"r{mode}.html"), name="mlp", runs=1,
+                                progress=False)
+        inside = res.data.inside
+        assert inside is not None and inside.method["cycles"] == 1
+        assert res.session.counts["lower"] == 1
+        got[mode] = inside
+    assert got["1"].method["child"].startswith("second child")
+    assert got["0"].method["child"] == "the session's child"
+    rows1 = [(r["node"], r["inside_delegate"], r["gap"]) for r in got["1"].rows]
+    rows0 = [(r["node"], r["inside_delegate"], r["gap"]) for r in got["0"].rows]
+    assert rows1 and rows1 == rows0

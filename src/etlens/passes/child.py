@@ -42,6 +42,7 @@ def main() -> None:
                 importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the job that needs it reports the error
             pass
+    proto.write("ready\n")  # imports done: Worker.ready() (the parent may race two children)
     for line in sys.stdin:
         job_path = line.strip()
         if not job_path:

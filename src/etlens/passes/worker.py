@@ -170,6 +170,31 @@ class Worker:
         self.children += 1
         return self._proc
 
+    def ready(self) -> bool:
+        """Whether the child has finished its :attr:`prewarm` imports and waits for jobs (never blocks).
+
+        The child writes ``ready`` once its imports are done; until the first job is submitted
+        nobody reads its stdout, so the line waiting there is the answer. After a job it is
+        ready by definition; a child that died reads as ready (the next job reports why).
+        """
+        import select
+
+        proc = self._proc
+        if proc is None or proc.stdout is None:
+            return False
+        if self.jobs or proc.poll() is not None:
+            return True
+        readable, _, _ = select.select([proc.stdout], [], [], 0)
+        return bool(readable)
+
+    def kill(self) -> None:
+        """Stop the child now, whatever it is doing (a job in flight then fails), and clean up."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        self.close()
+
     def workdir(self) -> str:
         """A fresh scratch directory for the next job (removed by :meth:`close`)."""
         path = os.path.join(self._dir, f"job{self.jobs + 1}")

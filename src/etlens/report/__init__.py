@@ -132,8 +132,8 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
     bar = StageBar(total=total, desc="etlens report", enabled=progress)
     seen: list[str] = []
 
-    warm: list = []  # threads running while the child lowers: imports, the inside view's preparation
-    prepared: dict = {}
+    warm: list = []  # threads running while the child lowers: the analyses' imports
+    race: list = []  # the inside view, raced on a second child (InsideRace)
 
     def on_stage(label: str) -> None:
         if seen:
@@ -145,14 +145,9 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
 
             warm.append(prewarm())
             if inside_delegates and not session.in_process:  # needs only the export: done while the child lowers
-                import threading
+                from .inside.section import InsideRace
 
-                from .inside.engine import prepare
-
-                thread = threading.Thread(target=lambda: prepared.update(prepare(session)), name="etlens-inside-prep",
-                                          daemon=True)
-                thread.start()
-                warm.append(thread)
+                race.append(InsideRace(session, metric=metric, threshold=gap_threshold, verbose=verbose))
 
     def on_run(i: int) -> None:
         bar.advance()
@@ -179,7 +174,8 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
             from .inside.section import run_for_report
 
             with span("inside the delegates"):
-                inside = run_for_report(session, metric=metric, threshold=gap_threshold, prepared=prepared)
+                inside = (race.pop().result() if race else
+                          run_for_report(session, metric=metric, threshold=gap_threshold))
         subtitle = (f"model {name} · backend {backend}{' · int8 (pt2e)' if quantize else ''} · "
                     f"{runs} runs on the ExecuTorch runtime")
         result = report_from_artifacts(arts.etdump, output, etrecord=arts.etrecord, debug_buffer=arts.debug_buffer,
@@ -189,6 +185,8 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
         result.session = session
         bar.advance()
     finally:
+        for r in race:  # the build failed before the inside view was collected
+            r.cancel()
         session.close()
         bar.close()
     return result

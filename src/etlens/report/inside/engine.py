@@ -225,7 +225,7 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
                      metric: str = "MSE", threshold: float | None = None, bisect: bool = False,
                      comparators: list | None = None, calibration: list | None = None,
                      progress: bool | None = None, observe: bool = True, session: Any = None,
-                     prepared: dict | None = None) -> InsideResult:
+                     prepared: dict | None = None, worker: Any = None) -> InsideResult:
     """Per-op values inside each delegate of ``model`` lowered for ``backend``, against the float model.
 
     Args:
@@ -244,6 +244,8 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
             quantization: its export, quantized module and worker child are reused.
         prepared: :func:`prepare`'s result for ``session`` (computed while the session's child
             lowered): the float reference values and the exported instrumented program are reused.
+        worker: the :class:`~etlens.passes.worker.Worker` whose child lowers and runs the builds
+            (default: ``session``'s, else one started for this call).
     """
     import torch
 
@@ -289,7 +291,9 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
 
     probes = max(1, len(exposures)).bit_length() + 1 if bisect else 0
     pbar = bar(total=1 + int(observe) + probes, desc="inside delegates", unit="lower+run", enabled=progress)
-    cycles = _Cycles(cfg, inputs, pbar, quantized=quantize, worker=session.worker if session is not None else None)
+    if worker is None and session is not None:
+        worker = session.worker
+    cycles = _Cycles(cfg, inputs, pbar, quantized=quantize, worker=worker)
     try:
         prod_outs = cycles(src, "production program")[0] if observe else None
         plain_seconds = cycles.seconds if observe else None
