@@ -218,8 +218,10 @@ def test_report_page_lists_delegate_op_types_by_name(corpus_case, browser, tmp_p
 
 
 #: the report-vs-plain-flow content check: fp32 and int8 cases of each family, sized to the CI budget
-#: (two report_from_artifacts per case; the plain flow's files come with the cached build)
-CONTENT = ("bert:fp32-xnnpack", "gpt2:fp32-xnnpack", "resnet:fp32-xnnpack", "lstm:fp32-xnnpack",
+#: (two report_from_artifacts per case; the plain flow's files come with the cached build). Not the
+#: recurrent cases: tests/corpus/build.py's plain flow hands the runtime the nested (x, (h0, c0)) as
+#: given, which it rejects (a user flattens first); tests/passes/test_nested_inputs.py covers them
+CONTENT = ("bert:fp32-xnnpack", "gpt2:fp32-xnnpack", "resnet:fp32-xnnpack",
            "bert:int8-xnnpack", "resnet:int8-xnnpack", "vit:int8-xnnpack")
 
 

@@ -58,7 +58,10 @@ def report_content(data: Any) -> dict[str, Any]:
         out["worst_gap"] = _plain(list(data.worst_gap)) if data.worst_gap else None
     if data.unpaired_df is not None:
         out["unpaired"] = _records(data.unpaired_df)
-    out["ops"] = sorted((o.name, o.op_types, o.delegated, o.backend, o.runs, o.aten, o.module) for o in data.op_latency)
+    # a delegated row's aten/module is the delegate-internal event whose time is closest to the row's
+    # (report.collect._attribute): with several events of one name that pick depends on measured times
+    out["ops"] = sorted((o.name, o.op_types, o.delegated, o.backend, o.runs,
+                         "" if o.delegated else o.aten, "" if o.delegated else o.module) for o in data.op_latency)
     if data.inside is not None:
         keep = ("node", "aot_ops", "inside_delegate", "backend", "delegate_index", "shape", "gap", "kernel_gap",
                 "debug_handles", "module_path")

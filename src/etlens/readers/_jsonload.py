@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+_orjson: Any
 try:
     import orjson as _orjson
 except ImportError:  # pragma: no cover - orjson is a dependency; the fallback keeps a bare install working
