@@ -36,7 +36,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "etlens"
 
 #: Lowest first. Top-level names under ``etlens`` on each level.
 LAYERS: list[frozenset[str]] = [
-    frozenset({"errors", "schema", "_progress", "_timing"}),  # facts and plumbing
+    frozenset({"errors", "schema", "_progress"}),  # facts and plumbing
     frozenset({"model"}),  # the format-free graph/trace/events model (+ model.files: bounded, safe reads)
     frozenset({"readers"}),  # files -> model
     frozenset({"analysis", "passes", "fleet"}),  # model -> results (inspector, numerics, delegation); pass tracer

@@ -70,7 +70,7 @@ def run(args) -> int:
         from ..passes.loader import load_model, model_title
         from ..report import report_from_model
 
-        from .._timing import span
+        from ..model.spans import span
         from ..passes.session import start_worker
 
         spec = model_spec(args)

@@ -30,11 +30,11 @@ def main() -> None:
     """
     import importlib
 
-    from .._timing import set_sink, span
+    from ..model.spans import set_sink, span
 
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # keep stdout for the protocol; stray prints go to the log
-    # ETLENS_TIMING: this child's stages go to the parent as protocol lines (etlens._timing)
+    # ETLENS_TIMING: this child's stages go to the parent as protocol lines (etlens.model.spans)
     set_sink(lambda label, start, wall, cpu: proto.write(f"time {label} {start:.6f} {wall:.6f} {cpu:.6f}\n"))
     for name in sys.argv[1:]:
         try:
@@ -60,7 +60,7 @@ def run_job_file(job_path: str, proto: Any) -> bool:
     """Run the job at ``job_path``; on a Python error write its ``error.json`` and return False."""
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
-    from .._timing import span
+    from ..model.spans import span
 
     try:
         proto.write(f"stage {job['job']}\n")
@@ -106,7 +106,7 @@ def lower(job: dict[str, Any], proto: Any) -> dict[str, Any]:
     """Lower the saved ExportedProgram; with ``trace``, record the pass snapshots during this lowering."""
     import torch
 
-    from .._timing import span
+    from ..model.spans import span
 
     from ..model.trace import Trace
     from ..readers.exported import load_exported_program
@@ -171,7 +171,7 @@ def run(job: dict[str, Any], proto: Any) -> dict[str, Any]:
     import torch
     from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
 
-    from .._timing import span
+    from ..model.spans import span
     from .debug_buffer import debug_buffer_bytes, trim_debug_buffer
 
     size = job.get("debug_buffer_size")

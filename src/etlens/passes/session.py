@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .._timing import span
+from ..model.spans import span
 from .loader import user_code
 
 __all__ = ["BuildSession", "DeviceArtifacts", "start_worker"]

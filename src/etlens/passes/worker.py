@@ -30,7 +30,7 @@ The protocol (parsed in one place, :meth:`Worker.submit`): the parent writes a j
 the child's stdin, one a line; the child answers on its stdout, which it keeps for this alone
 (stray ``print`` output goes to its log): ``stage NAME`` when a job (or a step of it) starts,
 ``size N`` when it sized the debug buffer, ``run I`` after each run, ``time LABEL START WALL CPU``
-when ``ETLENS_TIMING`` is set (:mod:`etlens._timing`), then ``done`` or ``failed``.
+when ``ETLENS_TIMING`` is set (:mod:`etlens.model.spans`), then ``done`` or ``failed``.
 Data crosses the boundary as files: JSON jobs and results, tensors through ``torch.save`` /
 ``torch.load(weights_only=True)`` (no pickles of arbitrary objects), programs as ``.pt2`` / ``.pte``.
 
@@ -245,8 +245,8 @@ class Worker:
                 elif word == "run":
                     if on_run is not None:
                         on_run(int(rest))
-                elif word == "time":  # ETLENS_TIMING: a stage the child timed (etlens._timing)
-                    from .._timing import record
+                elif word == "time":  # ETLENS_TIMING: a stage the child timed (etlens.model.spans)
+                    from ..model.spans import record
 
                     label, start, wall, cpu = rest.rsplit(" ", 3)
                     record(label, float(start), float(wall), float(cpu), side="child")

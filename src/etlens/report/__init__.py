@@ -27,7 +27,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._timing import span
+from ..model.spans import span
 from .collect import ReportData, ReportInputs, collect, write_side_files
 from .page import build_page
 from .render import render_report

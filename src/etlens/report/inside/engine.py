@@ -48,7 +48,7 @@ import tempfile
 import time
 from typing import Any
 
-from ..._timing import span
+from ...model.spans import span
 from ...errors import EtlensError
 from ...passes.inputs import args_for, as_args
 from .graph import Exposure, capture, instrument, plan, value_of

@@ -18,7 +18,7 @@ hands each to the parent as a protocol line (``time LABEL START WALL CPU``) read
 
 Example::
 
-    from etlens._timing import span
+    from etlens.model.spans import span
 
     with span("analyze"):
         ...
@@ -73,7 +73,7 @@ def set_sink(sink: Callable[[str, float, float, float], None] | None) -> None:
 
 
 def _console() -> Any:
-    from ._progress import console
+    from .._progress import console
 
     return console()
 
