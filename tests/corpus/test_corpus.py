@@ -23,6 +23,7 @@ import pytest
 
 from tests.analysis.inspector._inspector_compare import frame_diffs
 from tests.analysis.numerics._et import assert_same_rows
+from tests.corpus.build import CONTENT_CASES
 from tests.corpus.conftest import record_row
 
 #: every architecture in fp32 with XNNPACK; int8 (pt2e, XNNPACK) on the token-id models (integer
@@ -217,12 +218,7 @@ def test_report_page_lists_delegate_op_types_by_name(corpus_case, browser, tmp_p
     page.close()
 
 
-#: the report-vs-plain-flow content check: fp32 and int8 cases of each family, sized to the CI budget
-#: (two report_from_artifacts per case; the plain flow's files come with the cached build). Not the
-#: recurrent cases: tests/corpus/build.py's plain flow hands the runtime the nested (x, (h0, c0)) as
-#: given, which it rejects (a user flattens first); tests/passes/test_nested_inputs.py covers them
-CONTENT = ("bert:fp32-xnnpack", "gpt2:fp32-xnnpack", "resnet:fp32-xnnpack",
-           "bert:int8-xnnpack", "resnet:int8-xnnpack", "vit:int8-xnnpack")
+CONTENT = CONTENT_CASES  # the cases whose build ran the plain flow to the end (tests/corpus/build.py)
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.replace(":", "-"), marks=pytest.mark.xdist_group(c))

@@ -79,11 +79,23 @@ def test_planted_exact_1_3x_in_real_dumps(replicas, tmp_path):
     assert _flagged(same) == []
 
 
+def _planted_group(replicas) -> int:
+    """A group whose planted slowdown the library calls a regression (a busy CI machine can scatter the
+    processes of one group so much that its verdict is honestly "same"; the statistics test above checks that
+    at least one group is found and that the others say why not)."""
+    for g in range(replicas["groups"]):
+        res = compare(_side(replicas, "A", g), _side(replicas, "P", g))
+        if any((r["event_name"], r["module_path"]) == PLANTED and r["verdict"] == "regression" for r in res["rows"]):
+            return g
+    pytest.fail("no group found the planted 1.3x (test_planted_1_3x_work_is_found_and_nothing_else says why)")
+
+
 def test_cli_several_processes_a_side(replicas, tmp_path, capsys):
-    a = [d["etdump"] for d in _dumps(replicas, "A", 0)]
-    b = [d["etdump"] for d in _dumps(replicas, "B", 0)]
-    p = [d["etdump"] for d in _dumps(replicas, "P", 0)]
-    rec_a, rec_p = _dumps(replicas, "A", 0)[0]["etrecord"], _dumps(replicas, "P", 0)[0]["etrecord"]
+    g = _planted_group(replicas)
+    a = [d["etdump"] for d in _dumps(replicas, "A", g)]
+    b = [d["etdump"] for d in _dumps(replicas, "B", g)]
+    p = [d["etdump"] for d in _dumps(replicas, "P", g)]
+    rec_a, rec_p = _dumps(replicas, "A", g)[0]["etrecord"], _dumps(replicas, "P", g)[0]["etrecord"]
     assert main(["compare", "--a", *a, "--b", *b, "--etrecord-a", rec_a, "--etrecord-b", rec_a]) == 0
     out = capsys.readouterr().out
     assert "0 regression(s)" in out and "unit: one file" in out
