@@ -2,11 +2,12 @@
 
 ``python tests/corpus/build.py OUT_DIR ARCH CONFIG`` (CONFIG: ``fp32-xnnpack``, ``int8-xnnpack``,
 ``fp32-portable``) writes ``OUT_DIR/ARCH-CONFIG/``: the report (``report.html`` and its side files,
-``report_artifacts/`` with the ``.pte``, ETRecord, ETDump, debug buffer and pass trace), ``plain/``
-(the same model through plain ExecuTorch APIs: ``.pte``, ETRecord, ETDump, debug buffer) and
-``result.json``: build time, whether it worked, the error when not, and ExecuTorch's own
-``get_delegation_info`` on the lowered program in memory (summary and per-operator table), which the
-tests compare with etlens' answer from the ETRecord.
+``report_artifacts/`` with the ``.pte``, ETRecord, ETDump, debug buffer and pass trace), for the
+:data:`CONTENT_CASES` ``plain/`` (the same model through plain ExecuTorch APIs: ``.pte``, ETRecord,
+ETDump, debug buffer) and ``result.json``: build time, whether it worked, the error when not, and
+ExecuTorch's own ``get_delegation_info`` on the lowered program in memory (summary and per-operator
+table), recorded inside the report's worker child right after its lowering (``child_hook/``), which
+the tests compare with etlens' answer from the ETRecord.
 
 Each case runs in its own process (the tests start it), so a crash of one build cannot take the
 test session down and independent builds run in parallel under pytest-xdist.
@@ -35,44 +36,29 @@ CONFIGS = {
 }
 
 
-def _record_delegation(result: dict):
-    """Keep ExecuTorch's delegation info of the lowered program, taken right after lowering.
+def _child_hook(case_dir: str) -> str:
+    """Make the report's worker child record ExecuTorch's delegation info of the lowering it does.
 
-    ``to_executorch`` later rewrites the same program in place (memory planning adds ``alloc``
-    nodes), so the reference is computed inside ``to_edge_transform_and_lower``'s return. Only a call
-    that passes ``partitioner=`` is the lowering: the pass tracer also calls it without one to show the edge
-    graph, and that program has no delegates at all (recording it gave "0 delegated subgraphs").
+    The child inherits this process' environment: ``child_hook/`` first on ``PYTHONPATH`` (its
+    ``sitecustomize`` wraps ``to_edge_transform_and_lower`` at the child's start-up) and the file it
+    writes to. Returns that file's path.
     """
-    import executorch.exir as exir
-
-    original = exir.to_edge_transform_and_lower
-
-    def lowered(*args, **kwargs):
-        edge = original(*args, **kwargs)
-        if "partitioner" not in kwargs:  # the tracer's edge-only call (portable passes an empty list)
-            return edge
-        from executorch.devtools.backend_debug import get_delegation_info
-
-        info = get_delegation_info(edge.exported_program().graph_module)
-        df = info.get_operator_delegation_dataframe()
-        result["et_delegation"] = {"summary": info.get_summary(),
-                                   "counts": [info.num_delegated_subgraphs, info.num_delegated_nodes,
-                                              info.num_non_delegated_nodes],
-                                   "columns": list(df.columns), "rows": df.astype(object).values.tolist()}
-        return edge
-
-    exir.to_edge_transform_and_lower = lowered
+    out = os.path.join(case_dir, "et_delegation.json")
+    hook = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child_hook")
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join([hook, *path])
+    os.environ["ETLENS_CORPUS_DELEGATION_OUT"] = out
+    return out
 
 
-def _reference_lowering(model, inputs, *, backend: str, quantize: bool, trace: bool, out: str | None = None,
-                        runs: int = 2) -> dict | None:
-    """Lower the model here once more with plain ExecuTorch APIs, the way a user does without etlens.
+def _reference_lowering(model, inputs, *, backend: str, quantize: bool, trace: bool, out: str,
+                        runs: int = 2) -> dict:
+    """The plain ExecuTorch flow on the model, the way a user runs it without etlens.
 
-    The patched ``to_edge_transform_and_lower`` records ExecuTorch's delegation info of the lowered
-    program (the report lowers in a child process). With ``out``, the plain flow goes on as a user's
-    would — ``to_executorch``, ``.pte`` + ETRecord written, ``runs`` runs in the ExecuTorch runtime
-    with ETDump and a debug buffer — and returns the paths it wrote: the tests build the report from
-    these files too and check it says what ``report --model`` said (tests/corpus/test_corpus.py).
+    Export (+ pt2e quantize), ``to_edge_transform_and_lower``, ``to_executorch``, ``.pte`` + ETRecord
+    written to ``out``, ``runs`` runs in the ExecuTorch runtime with ETDump and a debug buffer; returns
+    the paths it wrote: the tests build the report from these files too and check it says what
+    ``report --model`` said (tests/corpus/test_corpus.py).
     """
     import torch
     from executorch.exir import to_edge_transform_and_lower
@@ -85,9 +71,7 @@ def _reference_lowering(model, inputs, *, backend: str, quantize: bool, trace: b
     if quantize:
         model = quantize_pt2e(model, inputs, cfg)
     edge = to_edge_transform_and_lower(torch.export.export(model, inputs), partitioner=cfg.partitioners(),
-                                       generate_etrecord=out is not None)
-    if out is None:
-        return None
+                                       generate_etrecord=True)
     from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
 
     from etlens.passes import oplibs
@@ -125,7 +109,7 @@ def build(out_dir: str, arch: str, config: str) -> dict:
     case_dir = os.path.join(out_dir, f"{arch}-{config}")
     os.makedirs(case_dir, exist_ok=True)
     result: dict = {"arch": arch, "config": config, "ok": False}
-    _record_delegation(result)
+    delegation_out = _child_hook(case_dir)
     t0 = time.perf_counter()
     try:
         model, inputs = build_model(arch)
@@ -133,12 +117,16 @@ def build(out_dir: str, arch: str, config: str) -> dict:
                                 inside_delegates=False,  # covered by tests/report/inside (its own cases)
                                 progress=False, **CONFIGS[config])
         result.update(ok=True, files=rep.files, total_latency_ms=rep.total_latency_ms, worst_gap=rep.worst_gap)
-        # the plain ExecuTorch flow on the same model (delegation reference, and the files of
-        # test_report_content_equals_plain_flow); the model is built again: the report may have
-        # changed nothing in it, but a user's plain flow starts from a fresh one
-        model, inputs = build_model(arch)
-        plain_out = os.path.join(case_dir, "plain") if f"{arch}:{config}" in CONTENT_CASES else None
-        result["plain_files"] = _reference_lowering(model, inputs, out=plain_out, **CONFIGS[config])
+        if os.path.exists(delegation_out):  # else the test says the reference is missing
+            with open(delegation_out) as f:
+                result["et_delegation"] = json.load(f)
+        if f"{arch}:{config}" in CONTENT_CASES:
+            # the plain ExecuTorch flow on the same model, for test_report_content_equals_plain_flow; the
+            # model is built again: the report may have changed nothing in it, but a user's flow starts
+            # from a fresh one
+            model, inputs = build_model(arch)
+            result["plain_files"] = _reference_lowering(model, inputs, out=os.path.join(case_dir, "plain"),
+                                                        **CONFIGS[config])
     except BaseException as exc:  # noqa: B036 - recorded for the test to report
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["traceback"] = traceback.format_exc()[-4000:]
