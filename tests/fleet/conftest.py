@@ -15,12 +15,9 @@ from tests.conftest import CACHE, HAS_EXECUTORCH, ROOT
 MAKER = Path(__file__).with_name("make_fleet.py")
 
 
-@pytest.fixture(scope="session")
-def fleet() -> dict:
+def fleet_manifest() -> dict:
     """``manifest.json`` of :mod:`tests.fleet.make_fleet`: two builds (``n``, ``n+1`` with ``block`` wider), four
     real ETDumps each on two devices. Built with the real toolchain and runtime, cached by source hash."""
-    if not HAS_EXECUTORCH:
-        pytest.skip("needs the executorch extra to build the fleet")
     from filelock import FileLock
 
     h = hashlib.sha256(MAKER.read_bytes() + (ROOT / "src/etlens/report/pipeline.py").read_bytes()).hexdigest()[:16]
@@ -34,17 +31,22 @@ def fleet() -> dict:
     return json.loads((out / "manifest.json").read_text())
 
 
+@pytest.fixture(scope="session")
+def fleet() -> dict:
+    """:func:`fleet_manifest` (measured before the parallel tests by scripts/test.sh: tests/fleet/prebuild.py)."""
+    if not HAS_EXECUTORCH:
+        pytest.skip("needs the executorch extra to build the fleet")
+    return fleet_manifest()
+
+
 #: the replicas the CI test uses: groups, runs per process, drivers, processes per role per driver
 REPLICAS = (2, 8, 1, 5)
 
 
-@pytest.fixture(scope="session")
-def replicas() -> dict:
+def replicas_manifest() -> dict:
     """``manifest.json`` of :mod:`tests.fleet.make_replicas`: real repeated runtime processes of one program
     (roles ``A``/``B``: the same build, ``P``: its head layer doing 1.3x the work), :data:`REPLICAS` of them.
     Built with the real toolchain and runtime in children, cached by source hash."""
-    if not HAS_EXECUTORCH:
-        pytest.skip("needs the executorch extra to run real processes")
     from filelock import FileLock
 
     maker = MAKER.with_name("make_replicas.py")
@@ -59,6 +61,14 @@ def replicas() -> dict:
             if proc.returncode:
                 raise RuntimeError(f"replicas build failed:\n{proc.stderr[-4000:]}")
     return json.loads((out / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def replicas() -> dict:
+    """:func:`replicas_manifest` (measured before the parallel tests by scripts/test.sh: tests/fleet/prebuild.py)."""
+    if not HAS_EXECUTORCH:
+        pytest.skip("needs the executorch extra to run real processes")
+    return replicas_manifest()
 
 
 @pytest.fixture(scope="session")

@@ -68,8 +68,14 @@ def test_compare_etdumps_directly(fleet):
     a = [d for d in fleet["dumps"] if d["build"] == "n"][0]
     b = [d for d in fleet["dumps"] if d["build"] == "n+1"][0]
     res = compare(Side.of_etdumps([a["etdump"]], a["etrecord"]), Side.of_etdumps([b["etdump"]], b["etrecord"]))
-    assert {r["module_path"] for r in res["rows"] if r["verdict"] == "regression"} <= {"block.0", "block.1", "block.2"}
-    assert any(r["verdict"] == "regression" for r in res["rows"])
+    flagged = [r for r in res["rows"] if r["verdict"] == "regression"]
+    in_block = [r for r in flagged if r["module_path"].startswith("block.")]
+    assert {r["module_path"] for r in in_block} == {"block.0", "block.1", "block.2"}
+    # block's operators do 32x the work; its neighbours do the same work but may really run slower: the wide
+    # weights (2 x 512 KB) evict theirs from the caches between runs. With one process a side nothing tells
+    # that apart from a change, so a neighbour may be flagged — never by anything near block's own ratios
+    assert min(r["ratio"] for r in in_block) > 10
+    assert all(r["ratio"] < 2 for r in flagged if r not in in_block), flagged
     # one process a side: runs are all there is; the floor comes from the spread of all ops' ratios
     assert res["summary"]["unit"].startswith("run") and res["summary"]["cross_op_floor"] >= 1.0
     assert {r["module_path"] for r in res["rows"] if r["verdict"] == "regression"} >= {"block.0", "block.2"}

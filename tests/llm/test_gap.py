@@ -26,6 +26,10 @@ import pytest
 
 from tests.conftest import CACHE, ROOT
 
+#: every test that reads the LLM corpus runs on one xdist worker (``--dist loadgroup``): the other worker
+#: goes on with other tests while this one builds the corpus, instead of waiting on its file lock
+pytestmark = pytest.mark.xdist_group("llm")
+
 HERE = Path(__file__).resolve().parent
 CASES = ("fp32_dynamic", "q8da4w_dynamic", "fp32_static")
 

@@ -14,6 +14,10 @@ import warnings
 import numpy as np
 import pytest
 
+#: every test that reads the LLM corpus runs on one xdist worker (``--dist loadgroup``): the other worker
+#: goes on with other tests while this one builds the corpus, instead of waiting on its file lock
+pytestmark = pytest.mark.xdist_group("llm")
+
 CLI_CASES = ("fp32_dynamic", "q8da4w_dynamic")  # CLI smoke on two; the numbers below on all three
 
 

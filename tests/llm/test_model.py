@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import requires_executorch
 
 
+@pytest.mark.xdist_group("llm")  # reads the LLM corpus: built on the worker of tests/llm/test_llm.py
 def test_oplibs_decides_from_every_spelling(llm_corpus, tmp_path):
     """The namespace decides, whatever the spelling; real .pte and ETRecord files are read for their ops."""
     from etlens.passes import oplibs

@@ -6,6 +6,10 @@ import pytest
 
 from .conftest import CORPUS, FAULTS
 
+#: one xdist worker builds the cases (two child processes) and runs these tests; the other worker goes on
+#: with other tests instead of waiting on the build's file lock
+pytestmark = pytest.mark.xdist_group("inside")
+
 
 @pytest.mark.parametrize("case", FAULTS)
 def test_injected_fault_is_first_divergence(inside_docs, case):
@@ -25,8 +29,7 @@ def test_injected_fault_is_first_divergence(inside_docs, case):
     assert fd["source_line"] and "faults.py" in fd["source_line"]
 
 
-@pytest.mark.parametrize("variant", ["fp32", "int8"])
-@pytest.mark.parametrize("model", CORPUS)
+@pytest.mark.parametrize("model,variant", CORPUS)
 def test_corpus_rows_inside_delegates(inside_docs, model, variant):
     doc = inside_docs[f"{model}_{variant}"]
     # the shared pt2e step leaves integer inputs (token ids) alone (passes/quantize.integer_safe)
