@@ -14,6 +14,8 @@ export ETLENS_NO_SKIP=${ETLENS_NO_SKIP:-1}
 # the fixtures whose timings the fleet tests judge are measured first, alone on the machine
 # (tests/fleet/prebuild.py says why); a failure here shows again, with its reason, in the tests that use them
 if [ $# -eq 0 ]; then
-  .venv/bin/python -m tests.fleet.prebuild || echo "note: the timed fleet fixtures will be built by the tests"
+  mkdir -p .cache
+  .venv/bin/python -m tests.fleet.prebuild 2> .cache/prebuild.log \
+    || echo "note: the timed fleet fixtures will be built by the tests (.cache/prebuild.log says why)"
 fi
 exec .venv/bin/python -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider -m "not fuzz" "$@"

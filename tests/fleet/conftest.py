@@ -40,7 +40,7 @@ def fleet() -> dict:
 
 
 #: the replicas the CI test uses: groups, runs per process, drivers, processes per role per driver
-REPLICAS = (2, 8, 1, 5)
+REPLICAS = (4, 8, 1, 5)
 
 
 def replicas_manifest() -> dict:
