@@ -22,10 +22,10 @@ import time
 import traceback
 
 #: the cases whose build also runs the plain flow to the end (``.pte``, ETRecord, runs with ETDump) for
-#: test_report_content_equals_plain_flow: fp32 and int8 cases of each family, sized to the CI budget (every
-#: other delegated case lowers plainly only for the delegation reference). Not the recurrent cases: this
-#: plain flow hands the runtime the nested ``(x, (h0, c0))`` as given, which it rejects (a user flattens
-#: first); tests/passes/test_nested_inputs.py covers them
+#: test_report_content_equals_plain_flow: fp32 and int8 cases of each family, sized to the CI budget (the
+#: other cases lower once, in the report; child_hook/ takes the delegation reference there). Not the
+#: recurrent cases: this plain flow hands the runtime the nested ``(x, (h0, c0))`` as given, which it
+#: rejects (a user flattens first); tests/passes/test_nested_inputs.py covers them
 CONTENT_CASES = ("bert:fp32-xnnpack", "gpt2:fp32-xnnpack", "resnet:fp32-xnnpack",
                  "bert:int8-xnnpack", "resnet:int8-xnnpack", "vit:int8-xnnpack")
 
@@ -51,7 +51,7 @@ def _child_hook(case_dir: str) -> str:
     return out
 
 
-def _reference_lowering(model, inputs, *, backend: str, quantize: bool, trace: bool, out: str,
+def _plain_flow(model, inputs, *, backend: str, quantize: bool, trace: bool, out: str,
                         runs: int = 2) -> dict:
     """The plain ExecuTorch flow on the model, the way a user runs it without etlens.
 
@@ -125,7 +125,7 @@ def build(out_dir: str, arch: str, config: str) -> dict:
             # model is built again: the report may have changed nothing in it, but a user's flow starts
             # from a fresh one
             model, inputs = build_model(arch)
-            result["plain_files"] = _reference_lowering(model, inputs, out=os.path.join(case_dir, "plain"),
+            result["plain_files"] = _plain_flow(model, inputs, out=os.path.join(case_dir, "plain"),
                                                         **CONFIGS[config])
     except BaseException as exc:  # noqa: B036 - recorded for the test to report
         result["error"] = f"{type(exc).__name__}: {exc}"

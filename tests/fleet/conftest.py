@@ -33,7 +33,7 @@ def fleet_manifest() -> dict:
 
 @pytest.fixture(scope="session")
 def fleet() -> dict:
-    """:func:`fleet_manifest` (measured before the parallel tests by scripts/test.sh: tests/fleet/prebuild.py)."""
+    """:func:`fleet_manifest` (built on first use; its tests tolerate a neighbour's load, see test_fleet.py)."""
     if not HAS_EXECUTORCH:
         pytest.skip("needs the executorch extra to build the fleet")
     return fleet_manifest()
