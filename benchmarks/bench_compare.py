@@ -7,6 +7,8 @@ processes of ``--runs`` runs each, interleaved: ``A`` and ``B`` run the same bui
 Per group, with etlens' default thresholds:
 
 - same build: ``compare(A, B)`` — every op, module and the whole-model verdict; any ``regression`` is false;
+- same build, back to back: ``compare(A of group g, B of group g + 1)`` — each side's processes ran
+  together, the other side's right after (as a user who measures build A, then build B), both ways round;
 - same build, measured apart in time: ``compare(A of group g, B of group g + groups/2)`` — minutes apart,
   under whatever load the shared machine had then (no interleaving);
 - planted, real work: ``compare(A, P)`` — found when the head's ``addmm`` is a ``regression``;
@@ -105,7 +107,7 @@ def main() -> None:
     m = make(args.out, args.groups, args.runs, args.drivers, args.reps)
     ds = dataset(args.out, m)
     print(f"defaults {DEFAULTS}; {args.drivers * args.reps} processes a side, {args.runs} runs each")
-    false_pos, found_real, found_scaled, false_planted, old_false, apart = [], 0, 0, 0, 0, []
+    false_pos, found_real, found_scaled, false_planted, old_false, apart, blocks = [], 0, 0, 0, 0, [], []
     ratios_real, ratios_scaled, spreads = [], [], {}
     n_half = max(1, args.groups // 2)
     for g in range(args.groups):
@@ -116,6 +118,8 @@ def main() -> None:
         false_pos.append(len(_flagged(same)))
         far = compare(side("A"), side("B", (g + n_half) % args.groups))
         apart.append(_flagged(far))
+        nxt = (g + 1) % args.groups
+        blocks.append(_flagged(compare(side("A"), side("B", nxt))) + _flagged(compare(side("B"), side("A", nxt))))
         for r in same["rows"]:
             spreads.setdefault(f"{r['event_name']}@{r['module_path'] or '-'}#{r['debug_handles']}", []).append(
                 r.get("spread") or 0.0)
@@ -137,6 +141,8 @@ def main() -> None:
     n = args.groups
     print(f"\nsame-build comparisons with a false regression: {sum(1 for x in false_pos if x)} of {n} "
           f"({sum(false_pos)} flagged rows in all)")
+    print(f"same-build back-to-back blocks (A of g vs B of g+1, and B vs A) with a false regression: "
+          f"{sum(1 for x in blocks if x)} of {n} group pairs ({sum(len(x) for x in blocks)} flagged rows)")
     print(f"same-build comparisons measured apart in time with a false regression: {sum(1 for x in apart if x)} "
           f"of {n}")
     print(f"planted 1.3x (real work, measured x{min(ratios_real):.3f}-{max(ratios_real):.3f}) found: "

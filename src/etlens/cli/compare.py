@@ -114,6 +114,8 @@ def _report(args, a, b) -> int:
             f.write(compare_html(res))
     out = {k: v for k, v in res.items() if k != "samples"}
     cols = ["verdict", "event_name", "module_path", "a_p50_ms", "b_p50_ms", "ratio", "floor", "p_value"]
+    if res["summary"]["prior_spread"] is not None:   # processes as the unit: the ratio the verdict judged, too
+        cols.insert(6, "unit_ratio")
     if args.format == "json":  # {rows, modules, summary}
         text = json.dumps(out, indent=1, default=float)
     elif args.format in ("csv", "tsv"):  # every op row, every field
@@ -137,9 +139,11 @@ def _report(args, a, b) -> int:
 def _unit_line(s: dict) -> str:
     """How the verdicts were reached, and the unchanged-but-noisy ops (their floor is their own spread)."""
     if s["prior_spread"] is not None:
-        line = (f"unit: one {s['unit']} (runs inside it are repeated measures); typical process-to-process "
-                f"spread {100 * s['prior_spread']:.1f} %; spread of all ops' ratios sets a floor of "
-                f"x{s['cross_op_floor']:.3f}")
+        line = (f"unit: one {s['unit']} (runs inside it are repeated measures); processes' speed scatter "
+                f"{100 * s.get('speed_spread', 0.0):.1f} % taken off each op by its own sensitivity (sides' shared "
+                f"shift x{s.get('state_shift', 1.0):.3f} by state, x{s.get('program_shift', 1.0):.3f} common); "
+                f"typical op spread left {100 * s['prior_spread']:.1f} %; spread of all ops' ratios sets a floor "
+                f"of x{s['cross_op_floor']:.3f}")
     else:
         line = (f"unit: {s['unit']}; effect floor from the spread of all ops x{s['cross_op_floor']:.3f} "
                 "(give several ETDumps a side for a process-level test)")

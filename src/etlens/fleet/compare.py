@@ -38,8 +38,9 @@ import numpy as np
 from ..errors import EtlensError
 from ..schema import METHOD_EXECUTE
 from .sql import OP_FILTER, duckdb_connection
-from .stats import (DEFAULTS, IMPROVEMENT, REGRESSION, cross_op_floor, pooled_variance, replicated_verdict,
-                    t_pvalue, unit_medians, variance_prior, verdict)
+from .stats import (DEFAULTS, IMPROVEMENT, MIN_SPEED_OPS, REGRESSION, cross_op_floor, pooled_variance,
+                    replicated_verdict, side_shift, state_loading, state_scores, t_pvalue,
+                    unit_medians, unit_table, variance_prior, verdict)
 
 __all__ = ["Side", "compare", "load_side"]
 
@@ -147,42 +148,72 @@ def _match(ga: dict, gb: dict) -> list[tuple[tuple | None, tuple | None, str]]:
 
 
 class _Stats:
-    """The comparison-wide facts a verdict needs: the variance prior (processes as unit) or the cross-op floor."""
+    """The comparison-wide facts a verdict needs. Processes as the unit: each process's state score (the
+    process-state model of :func:`~etlens.fleet.stats.state_scores`), the shift the sides share by chance,
+    the variance prior and the drift floor; one process a side: the cross-op floor."""
 
     def __init__(self, pairs: list, th: dict[str, Any]) -> None:
         self.th = th
-        ys = [(unit_medians(*a), unit_medians(*b)) for a, b in pairs]
-        self.prior = variance_prior(ys)
-        self.replicated = bool(np.isfinite(self.prior[0]))
+        tabs = [(unit_table(*a), unit_table(*b)) for a, b in pairs]
+        self.raw_prior = variance_prior([(ta[1], tb[1]) for ta, tb in tabs])
+        self.replicated = bool(np.isfinite(self.raw_prior[0]))
         # ops too small to get a verdict (below min_delta_ms) are all noise: they do not set the floor
-        big = [(a, b, y) for (a, b), y in zip(pairs, ys) if a[0].size and b[0].size
-               and max(np.median(a[0]), np.median(b[0])) >= th["min_delta_ms"] and min(np.median(a[0]),
-                                                                                       np.median(b[0])) > 0]
-        if self.replicated:   # how far all ops moved apart beyond their sampling noise (drift between sides)
-            s0, d0 = self.prior
-            lr, sv = [], []
-            own_min = float(np.log1p(th["min_effect"]))
-            for _a, _b, (ya, yb) in big:
-                if ya.size and yb.size:
-                    s2, df = pooled_variance(ya, yb)
-                    s2m = ((df * s2 if df else 0.0) + d0 * s0) / (df + d0)
-                    d = float(yb.mean() - ya.mean())
-                    # only unchanged ops measure drift: leave out a gross change (twice its own floor) and an
-                    # op its own process-level test already calls changed (significant and beyond its floor)
-                    own = max(own_min, th["noise_k"] * np.sqrt(s2m))
-                    se = np.sqrt(s2m * (1 / ya.size + 1 / yb.size))
-                    if abs(d) > 2 * own or (abs(d) > own and se > 0 and t_pvalue(d / se, df + d0) < th["alpha"]):
-                        continue
-                    lr.append(d)
-                    sv.append(s2m * (1 / ya.size + 1 / yb.size))
-            self.floor = cross_op_floor(lr, th["noise_k"], sv)
-        else:                 # one process a side: how far unchanged ops drift between two processes
-            lr = [np.log(np.median(b[0]) / np.median(a[0])) for a, b, _ in big]
+        big = [i for i, (a, b) in enumerate(pairs) if a[0].size and b[0].size
+               and max(np.median(a[0]), np.median(b[0])) >= th["min_delta_ms"]
+               and min(np.median(a[0]), np.median(b[0])) > 0]
+        self.z: tuple[dict, dict] = ({}, {})
+        self.c, self.delta, self.shift_var = 0.0, 0.0, 0.0
+        self.prior = self.raw_prior
+        if not self.replicated:   # one process a side: how far unchanged ops drift between two processes
+            lr = [np.log(np.median(pairs[i][1][0]) / np.median(pairs[i][0][0])) for i in big]
             gross = max(2 * float(np.log1p(th["min_effect"])), float(np.log(2.0)))   # 2x: a change, not drift
             self.floor = cross_op_floor([x for x in lr if abs(x) <= gross], th["noise_k"])
+            return
+        self.z = _scores([tabs[i] for i in big] if len(big) >= MIN_SPEED_OPS else tabs)
+        self.df_lost = 1 if self.z[0] else 0
+        adj = [self._adjust(ta, tb) for ta, tb in tabs]
+        self.prior = variance_prior([(ya, yb) for ya, yb, _ in adj], self.df_lost)
+        s0, d0 = self.prior
+        per_op = []   # (log ratio, loading, its sampling variance, moderated variance, df) of each big op
+        for i in big:
+            ya, yb, load = adj[i]
+            if ya.size and yb.size:
+                s2, df = pooled_variance(ya, yb, self.df_lost)
+                s2m = ((df * s2 if df else 0.0) + d0 * s0) / (df + d0)
+                per_op.append((float(yb.mean() - ya.mean()), load, s2m * (1 / ya.size + 1 / yb.size), s2m, df))
+        self.c, self.delta, n_used = side_shift([p[0] for p in per_op], [p[1] for p in per_op],
+                                                state_bound=th["noise_k"] * _pooled_sd(self.z, of_means=True),
+                                                min_effect=th["min_effect"])
+        if n_used:   # the variance of a robust fit over n_used ops' ratios (pi/2 x a mean's)
+            self.shift_var = float(np.pi / 2 * np.median([p[2] for p in per_op]) / n_used)
+        # how far all ops moved apart beyond their sampling noise (drift between the sides); only unchanged ops
+        # measure it: leave out a gross change (twice its own floor) and an op its own process-level test
+        # already calls changed (significant and beyond its floor)
+        own_min = float(np.log1p(th["min_effect"]))
+        lr, sv = [], []
+        for d, load, v, s2m, df in per_op:
+            e = d - self.c - load * self.delta
+            own = max(own_min, th["noise_k"] * np.sqrt(s2m))
+            if abs(e) > 2 * own or (abs(e) > own and v > 0 and t_pvalue(e / np.sqrt(v), df + d0) < th["alpha"]):
+                continue
+            lr.append(e)
+            sv.append(v)
+        self.floor = cross_op_floor(lr, th["noise_k"], sv)
 
-    def row(self, a: tuple | None, b: tuple | None) -> dict[str, Any]:
-        """``a``/``b``: ``(samples, units)`` or None for a one-sided row."""
+    def _adjust(self, ta: tuple, tb: tuple) -> tuple[np.ndarray, np.ndarray, float]:
+        """One op's log unit medians on both sides with its share of each process's state taken off, and its
+        loading (its own sensitivity to the state, fitted on its values centred per side)."""
+        (la, ya), (lb, yb) = ta, tb
+        if not self.z[0] or not ya.size or not yb.size:
+            return ya, yb, 0.0
+        za = np.array([self.z[0].get(str(u), 0.0) for u in la])
+        zb = np.array([self.z[1].get(str(u), 0.0) for u in lb])
+        load = state_loading(np.r_[ya - ya.mean(), yb - yb.mean()], np.r_[za, zb])
+        return ya - load * za, yb - load * zb, load
+
+    def row(self, a: tuple | None, b: tuple | None, *, whole: bool = False) -> dict[str, Any]:
+        """``a``/``b``: ``(samples, units)`` or None for a one-sided row. ``whole``: the whole program's latency,
+        judged as measured (its processes' state scatter is its own spread, nothing taken off)."""
         th = self.th
         pa_ = float(np.median(a[0])) if a is not None and a[0].size else None
         pb_ = float(np.median(b[0])) if b is not None and b[0].size else None
@@ -192,13 +223,18 @@ class _Stats:
         if pa_ is None or pb_ is None:
             row.update(verdict="only_a" if pb_ is None else "only_b", p_value=None, test=None)
             return row
-        if self.replicated:
-            v = replicated_verdict(unit_medians(*a), unit_medians(*b), prior=self.prior, pa_ms=pa_, pb_ms=pb_,
-                                   alpha=th["alpha"], min_effect=th["min_effect"], min_delta_ms=th["min_delta_ms"],
-                                   noise_k=th["noise_k"], shared_floor=self.floor)
+        common = {"alpha": th["alpha"], "min_effect": th["min_effect"], "min_delta_ms": th["min_delta_ms"],
+                  "noise_k": th["noise_k"]}
+        if self.replicated and whole:
+            v = replicated_verdict(unit_medians(*a), unit_medians(*b), prior=self.raw_prior, pa_ms=pa_, pb_ms=pb_,
+                                   **common)
+        elif self.replicated:
+            ya, yb, load = self._adjust(unit_table(*a), unit_table(*b))
+            v = replicated_verdict(ya, yb, prior=self.prior, pa_ms=pa_, pb_ms=pb_, shared_floor=self.floor,
+                                   shift=self.c + load * self.delta, shift_var=self.shift_var,
+                                   df_lost=self.df_lost, **common)
         else:
-            v = verdict(a[0], b[0], alpha=th["alpha"], min_effect=th["min_effect"], min_delta_ms=th["min_delta_ms"],
-                        method=th["method"], floor=self.floor)
+            v = verdict(a[0], b[0], method=th["method"], floor=self.floor, **common)
         row.update(delta_ms=pb_ - pa_, ratio=(pb_ / pa_) if pa_ > 0 else None, verdict=v.verdict, p_value=v.p,
                    test=v.method, floor=v.floor, noisy=v.noisy)
         if v.units is not None:
@@ -208,6 +244,43 @@ class _Stats:
         if v.ci_low_ms is not None:
             row.update(ci_low_ms=v.ci_low_ms, ci_high_ms=v.ci_high_ms)
         return row
+
+    def summary(self) -> dict[str, Any]:
+        """The process-state correction as the report shows it: each process's state (a time factor on the
+        typical op's scale), their spread, and what the sides shared by chance."""
+        if not self.replicated:
+            return {}
+        procs = [{"side": side, "unit": u, "factor": float(np.exp(z))}
+                 for side, zs in zip("AB", self.z) for u, z in sorted(zs.items())]
+        return {"process_speed": procs, "speed_spread": float(np.expm1(_pooled_sd(self.z))),
+                "program_shift": float(np.exp(self.c)), "state_shift": float(np.exp(self.delta))}
+
+
+def _pooled_sd(sides: tuple[dict, dict], of_means: bool = False) -> float:
+    """The standard deviation of a per-unit quantity pooled over both sides (each centred on its side); with
+    ``of_means`` that of the difference of the two sides' means (0 without a unit a side)."""
+    a, b = (np.array(list(s.values())) for s in sides)
+    if not a.size or not b.size or a.size + b.size < 3:
+        return 0.0
+    sd = float(np.sqrt(((a ** 2).sum() + (b ** 2).sum()) / (a.size + b.size - 2)))
+    return sd * float(np.sqrt(1 / a.size + 1 / b.size)) if of_means else sd
+
+
+def _scores(tabs: list[tuple]) -> tuple[dict[str, float], dict[str, float]]:
+    """Each unit's state score per side (:func:`~etlens.fleet.stats.state_scores`) by unit label, from the ops
+    seen in every unit of both sides; empty when there are too few."""
+    la = sorted({str(u) for ta, _ in tabs for u in ta[0]})
+    lb = sorted({str(u) for _, tb in tabs for u in tb[0]})
+    if len(la) + len(lb) < 3 or min(len(la), len(lb)) < 1:
+        return {}, {}
+    rows = []
+    for (ua, ya), (ub, yb) in tabs:
+        if [str(u) for u in ua] == la and [str(u) for u in ub] == lb:
+            rows.append(np.r_[ya - ya.mean(), yb - yb.mean()])
+    z = state_scores(np.array(rows)) if len(rows) >= MIN_SPEED_OPS else np.zeros(0)
+    if not z.size or not np.any(z):
+        return {}, {}
+    return dict(zip(la, z[:len(la)].tolist())), dict(zip(lb, z[len(la):].tolist()))
 
 
 def _module_samples(ops, unit: str = "file") -> dict[str, tuple]:
@@ -265,7 +338,7 @@ def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: f
         modules.append(r)
     modules.sort(key=_rank)
     model = stats.row((lat_a["duration_ms"].to_numpy(), _units(lat_a, unit)),
-                      (lat_b["duration_ms"].to_numpy(), _units(lat_b, unit)))
+                      (lat_b["duration_ms"].to_numpy(), _units(lat_b, unit)), whole=True)
     count = {k: sum(r["verdict"] == k for r in rows + modules) for k in (REGRESSION, IMPROVEMENT)}
     noisy = [{"event_name": r["event_name"], "module_path": r["module_path"], "occurrence": r["occurrence"],
               "spread": r.get("spread"), "floor": r.get("floor"), "a_p50_ms": r["a_p50_ms"]}
@@ -275,7 +348,7 @@ def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: f
                "unit": unit if stats.replicated else "run (one process a side: process-to-process spread unknown)",
                "prior_spread": float(np.expm1(np.sqrt(stats.prior[0]))) if stats.replicated else None,
                "cross_op_floor": float(np.exp(stats.floor)),
-               "noisy": noisy, "latency_by_group": _latency_groups(lat_a, lat_b)}
+               "noisy": noisy, "latency_by_group": _latency_groups(lat_a, lat_b), **stats.summary()}
     return {"rows": rows, "modules": modules, "summary": summary, "samples": samples}
 
 

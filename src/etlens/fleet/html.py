@@ -92,14 +92,16 @@ def _page(title: str, body: str) -> str:
 
 
 _ROW_COLS = ["verdict", "event_name", "module_path", "node", "debug_handles", "a_p50_ms", "b_p50_ms", "delta_ms",
-             "ratio", "floor", "p_value", "a_units", "b_units", "a_runs", "b_runs", "match"]
+             "ratio", "unit_ratio", "floor", "p_value", "a_units", "b_units", "a_runs", "b_runs", "match"]
 
 
 def _rule(s: dict[str, Any]) -> str:
     th = s["thresholds"]
     if s.get("prior_spread") is not None:
-        test = (f"Unit of replication: one {_esc(s['unit'])} (its runs reduced to their median); moderated t test "
-                f"across them p &lt; {th['alpha']}")
+        test = (f"Unit of replication: one {_esc(s['unit'])} (its runs reduced to their median); each process's "
+                f"speed state (scatter {_fmt(100 * s.get('speed_spread', 0.0))} %) taken off every op by the op's own "
+                f"sensitivity, and the share the sides got by chance; moderated t test across them p &lt; "
+                f"{th['alpha']}")
     else:
         test = f"One process a side ({_esc(s.get('unit', 'run'))}): Mann-Whitney U over runs p &lt; {th['alpha']}"
     return (f"Verdict: {test} and the change beyond the row's floor (at least {th['min_effect']:.0%}, or "

@@ -13,6 +13,19 @@ op's own process-to-process variance is pooled with the typical variance of all 
 (``prior``, :func:`variance_prior`) as limma does for few replicates, so 3 processes a side give a usable
 test and one wild op cannot claim a tiny variance by luck.
 
+Before that, each process's *state* is taken off (:func:`state_scores`): a process that ran while the
+machine was busier, or got a boosted core or friendlier memory, is slower or faster in every op at once —
+10-20 % from one process to the next on a shared machine, more than the 1.3x of one op that must still be
+found — and each op by its own sensitivity (a "fast" process: matmuls 0.88x, weight permutes 0.68x, ReLUs
+0.42x). One score per process times one loading per op (the first principal component of the ops' values
+centred per side) is removed from every op; what remains is each op's own process-to-process spread (one
+degree of freedom less). The scores are centred per side, so the sides' means stay; but one side may have
+drawn more fast processes than the other, which moves every op by its loading: :func:`side_shift` fits
+that shared part (robustly, from the ops that did not change) within what the scores' scatter can explain,
+and each op's ratio is judged relative to it. A common shift beyond that is a real change of the whole
+program and stays; the whole-model latency row is always judged as measured, its processes' scatter its
+spread.
+
 A difference is a ``regression`` / ``improvement`` only when it is significant (p < ``alpha``) **and**
 beyond the *effect floor* ``max(log(1 + min_effect), noise_k * s)``, where ``s`` is that op's (moderated)
 process-to-process standard deviation measured on the same build — the spread of the unchanged op
@@ -53,8 +66,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Verdict", "verdict", "mannwhitney_p", "REGRESSION", "IMPROVEMENT", "SAME", "DEFAULTS",
-           "replicated_verdict", "unit_medians", "variance_prior", "pooled_variance", "cross_op_floor", "t_pvalue"]
+__all__ = ["Verdict", "verdict", "mannwhitney_p", "REGRESSION", "IMPROVEMENT", "SAME", "DEFAULTS", "MIN_SPEED_OPS",
+           "replicated_verdict", "unit_medians", "unit_table", "state_scores", "state_loading",
+           "side_shift",
+           "variance_prior", "pooled_variance", "cross_op_floor", "t_pvalue"]
 
 REGRESSION, IMPROVEMENT, SAME = "regression", "improvement", "same"
 
@@ -178,29 +193,105 @@ def verdict(a, b, *, alpha: float = DEFAULTS["alpha"], min_effect: float = DEFAU
 # --------------------------------------------------------------------------- processes as the unit
 
 
-def unit_medians(samples, units) -> np.ndarray:
-    """Log of the median run of each unit (process / device): the replicates of one op on one side."""
+def unit_table(samples, units) -> tuple[np.ndarray, np.ndarray]:
+    """``(unit labels, log of each unit's median run)``, sorted by label: the replicates of one op on one side."""
     x = np.asarray(samples, dtype=np.float64)
     u = np.asarray(units)
     ok = np.isfinite(x) & (x > 0)
     x, u = x[ok], u[ok]
     if not x.size:
-        return np.zeros(0)
+        return u[:0], np.zeros(0)
     order = np.argsort(u, kind="stable")
     x, u = x[order], u[order]
     starts = np.flatnonzero(np.r_[True, u[1:] != u[:-1]])
-    return np.log(np.array([np.median(seg) for seg in np.split(x, starts[1:])]))
+    return u[starts], np.log(np.array([np.median(seg) for seg in np.split(x, starts[1:])]))
+
+
+def unit_medians(samples, units) -> np.ndarray:
+    """Log of the median run of each unit (process / device): the replicates of one op on one side."""
+    return unit_table(samples, units)[1]
+
+
+#: fewer ops seen in every unit than this: no process-state model (too few ops to tell a state from an op)
+MIN_SPEED_OPS = 5
+
+
+def state_scores(centered) -> np.ndarray:
+    """Each unit's *state* score from ``centered`` (ops x units of log unit medians, each side's op means
+    taken off, only ops seen in every unit).
+
+    A process that ran while the machine was busier, or got a boosted core or friendlier memory, is
+    slower or faster in every op at once — but not by one factor: measured on a shared 2-core machine, a
+    "fast" process ran the matmuls 0.88x, the weight permutes 0.68x and the ReLUs 0.42x of the others
+    (memory and cache state hit an op by how much memory traffic it does). That is one hidden number per
+    process (its score) times one sensitivity per op (its loading): the first principal component of the
+    centred matrix. Scores sum to zero on each side (the columns do), so the sides'
+    means are untouched; loadings are scaled so the median op's is 1, which puts a score on the scale of
+    that op's log time. Zeros with fewer than :data:`MIN_SPEED_OPS` ops or 3 units.
+    """
+    c = np.asarray(centered, dtype=np.float64)
+    if c.ndim != 2 or c.shape[0] < MIN_SPEED_OPS or c.shape[1] < 3 or not np.isfinite(c).all():
+        return np.zeros(c.shape[1] if c.ndim == 2 else 0)
+    u, sv, vt = np.linalg.svd(c, full_matrices=False)
+    load = u[:, 0] * sv[0]
+    scale = float(np.median(np.abs(load)))
+    if scale <= 0:
+        return np.zeros(c.shape[1])
+    sign = 1.0 if np.median(load) >= 0 else -1.0
+    return sign * scale * vt[0]
+
+
+def state_loading(centered, z) -> float:
+    """One op's loading on the state scores ``z`` (least squares, no intercept; its values centred per side)."""
+    c = np.asarray(centered, dtype=np.float64)
+    z = np.asarray(z, dtype=np.float64)
+    zz = float((z * z).sum())
+    return float((c * z).sum() / zz) if zz > 0 else 0.0
+
+
+def side_shift(d, load, *, state_bound: float,
+               min_effect: float = DEFAULTS["min_effect"]) -> tuple[float, float, int]:
+    """``(c, delta, ops used)``: the part of the ops' log ratios ``d`` the two sides share by chance.
+
+    Most ops did not change, so their ratios are ``load * delta + c``: ``delta`` the difference of the
+    sides' mean process state (one side happened to get more fast processes), ``c`` what is left in
+    common. ``delta`` is the least-absolute-deviations fit through the origin (the median of ``d / load``
+    weighted by ``|load|``: up to half the ops may have really changed and it still follows the others),
+    clipped to ``state_bound`` (what the scores' scatter can explain); ``c`` the median residual of the ops
+    within 3 robust SDs of the fit, taken only within ``log(1 + min_effect)`` (a larger common shift is a
+    real change of the whole program). ``(0, 0, 0)`` with fewer than :data:`MIN_SPEED_OPS` usable ops.
+    """
+    x = np.asarray(d, dtype=np.float64)
+    lo = np.asarray(load, dtype=np.float64)
+    ok = np.isfinite(x) & np.isfinite(lo) & (np.abs(lo) > 1e-9)
+    if ok.sum() < MIN_SPEED_OPS:
+        return 0.0, 0.0, 0
+    delta = float(np.clip(_weighted_median(x[ok] / lo[ok], np.abs(lo[ok])), -state_bound, state_bound))
+    r = x - lo * delta
+    scale = max(1.4826 * float(np.median(np.abs(r[ok] - np.median(r[ok])))), 0.02)
+    keep = ok & (np.abs(r - np.median(r[ok])) <= 3 * scale)
+    c = float(np.median(r[keep]))
+    if abs(c) > np.log1p(min_effect):
+        c = 0.0
+    return c, delta, int(keep.sum())
+
+
+def _weighted_median(v: np.ndarray, w: np.ndarray) -> float:
+    order = np.argsort(v)
+    v, cw = v[order], np.cumsum(w[order])
+    return float(v[np.searchsorted(cw, cw[-1] / 2.0)])
 
 
 def _ss(y: np.ndarray) -> tuple[float, int]:
     return (float(((y - y.mean()) ** 2).sum()), y.size - 1) if y.size > 1 else (0.0, 0)
 
 
-def pooled_variance(ya: np.ndarray, yb: np.ndarray) -> tuple[float, int]:
-    """Within-side variance of the unit medians pooled over both sides, and its degrees of freedom."""
+def pooled_variance(ya: np.ndarray, yb: np.ndarray, df_lost: int = 0) -> tuple[float, int]:
+    """Within-side variance of the unit medians pooled over both sides, and its degrees of freedom
+    (``df_lost``: parameters already fitted to these values, e.g. the op's loading on the process state)."""
     sa, da = _ss(ya)
     sb, db = _ss(yb)
-    df = da + db
+    df = max(da + db - df_lost, 0)
     return ((sa + sb) / df if df else float("nan")), df
 
 
@@ -208,14 +299,14 @@ def pooled_variance(ya: np.ndarray, yb: np.ndarray) -> tuple[float, int]:
 PRIOR_DF = 4.0
 
 
-def variance_prior(pairs) -> tuple[float, float]:
+def variance_prior(pairs, df_lost: int = 0) -> tuple[float, float]:
     """``(s0², d0)``: the typical process-to-process variance over all ops of a comparison.
 
     ``pairs``: ``(ya, yb)`` unit-median arrays, one per op. ``s0²`` is the median of the ops' pooled
     variances (robust to the few ops that really changed or are wild), ``d0`` :data:`PRIOR_DF`;
     ``(nan, 0)`` when no op has two units on a side.
     """
-    v = [pooled_variance(ya, yb) for ya, yb in pairs]
+    v = [pooled_variance(ya, yb, df_lost) for ya, yb in pairs]
     v = [s for s, df in v if df > 0]
     if not v:
         return float("nan"), 0.0
@@ -264,18 +355,21 @@ def t_pvalue(t: float, df: float) -> float:
 def replicated_verdict(ya: np.ndarray, yb: np.ndarray, *, prior: tuple[float, float], pa_ms: float, pb_ms: float,
                        alpha: float = DEFAULTS["alpha"], min_effect: float = DEFAULTS["min_effect"],
                        min_delta_ms: float = DEFAULTS["min_delta_ms"],
-                       noise_k: float = DEFAULTS["noise_k"], shared_floor: float = 0.0) -> Verdict:
+                       noise_k: float = DEFAULTS["noise_k"], shared_floor: float = 0.0, shift: float = 0.0,
+                       shift_var: float = 0.0, df_lost: int = 0) -> Verdict:
     """Verdict from the log unit medians ``ya``/``yb`` of one op (module doc: processes as the unit).
 
     ``prior``: :func:`variance_prior` of the comparison; ``pa_ms``/``pb_ms``: the p50s shown (the
     absolute ``min_delta_ms`` gate uses them); ``shared_floor``: the comparison-wide floor
     (|log ratio|, :func:`cross_op_floor` of all ops' process-median ratios) — it only bites when the
-    sides drifted apart as a whole (measured at different times, under different load).
+    sides drifted apart as a whole (measured at different times, under different load). ``shift``: the
+    share of :func:`side_shift` every op carries, taken off the op's log ratio (``shift_var``: its variance,
+    added to the test's); ``df_lost``: parameters already fitted to ``ya``/``yb`` (the state loading).
     """
     na, nb = ya.size, yb.size
     if na < 1 or nb < 1:
         return Verdict(SAME, None, "too few processes", units=(na, nb))
-    s2, df = pooled_variance(ya, yb)
+    s2, df = pooled_variance(ya, yb, df_lost)
     s0, d0 = prior
     if not np.isfinite(s0):
         s0, d0 = 0.0, 0.0
@@ -283,8 +377,8 @@ def replicated_verdict(ya: np.ndarray, yb: np.ndarray, *, prior: tuple[float, fl
         return Verdict(SAME, None, "too few processes", units=(na, nb))
     s2m = ((df * s2 if df else 0.0) + d0 * s0) / (df + d0)     # moderated variance (limma's rule)
     s = float(np.sqrt(s2m))
-    d = float(yb.mean() - ya.mean())
-    se = s * np.sqrt(1.0 / na + 1.0 / nb)
+    d = float(yb.mean() - ya.mean()) - shift
+    se = float(np.sqrt(s2m * (1.0 / na + 1.0 / nb) + shift_var))
     p = t_pvalue(d / se, df + d0) if se > 0 else (1.0 if d == 0 else 0.0)
     floor = max(float(np.log1p(min_effect)), noise_k * s, shared_floor)
     big = abs(d) >= floor and abs(pb_ms - pa_ms) >= min_delta_ms
