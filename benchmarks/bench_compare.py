@@ -18,7 +18,7 @@ Per group, with etlens' default thresholds:
 It also prints what the old rule (every run an independent sample, Mann-Whitney, 25 %) would have said on
 the same data, and the per-process spread of each op. Usage::
 
-    python benchmarks/bench_compare.py [--groups 20] [--drivers 4] [--reps 1] [--runs 10] [--out DIR]
+    python benchmarks/bench_compare.py [--groups 20] [--drivers 4] [--reps 1] [--runs 10] [--load 0] [--out DIR]
 """
 
 from __future__ import annotations
@@ -34,7 +34,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLANTED = ("native_call_addmm.out", "head")
 
 
-def make(out: str, groups: int, runs: int, drivers: int, reps: int) -> dict:
+_HOG = """
+import random, sys, time
+rng = random.Random(int(sys.argv[1]))
+while True:   # busy 0.2-1.5 s, idle 0.2-1.5 s: a neighbour whose load comes and goes
+    t = time.time() + rng.uniform(0.2, 1.5)
+    while time.time() < t:
+        pass
+    time.sleep(rng.uniform(0.2, 1.5))
+"""
+
+
+def make(out: str, groups: int, runs: int, drivers: int, reps: int, load: int = 0) -> dict:
     man = os.path.join(out, "manifest.json")
     if os.path.exists(man):
         m = json.load(open(man))
@@ -42,8 +53,13 @@ def make(out: str, groups: int, runs: int, drivers: int, reps: int) -> dict:
             return m
     t = time.time()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), ROOT]))
-    subprocess.run([sys.executable, os.path.join(ROOT, "tests/fleet/make_replicas.py"), out, str(groups), str(runs),
-                    str(drivers), str(reps)], check=True, env=env, stderr=subprocess.DEVNULL)
+    hogs = [subprocess.Popen([sys.executable, "-c", _HOG, str(i)]) for i in range(load)]
+    try:
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests/fleet/make_replicas.py"), out, str(groups),
+                        str(runs), str(drivers), str(reps)], check=True, env=env, stderr=subprocess.DEVNULL)
+    finally:
+        for h in hogs:
+            h.kill()
     print(f"made {groups} groups x 3 roles x {drivers * reps} processes x {runs} runs in {time.time() - t:.0f} s")
     return json.load(open(man))
 
@@ -98,13 +114,15 @@ def main() -> None:
     ap.add_argument("--drivers", type=int, default=4)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--load", type=int, default=0,
+                    help="CPU hogs switching on and off at random while the processes are measured")
     ap.add_argument("--out", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "etlens-bench-compare"))
     args = ap.parse_args()
     sys.path[:0] = [os.path.join(ROOT, "src"), ROOT]
     from etlens.fleet import Side, compare
     from etlens.fleet.stats import DEFAULTS
 
-    m = make(args.out, args.groups, args.runs, args.drivers, args.reps)
+    m = make(args.out, args.groups, args.runs, args.drivers, args.reps, args.load)
     ds = dataset(args.out, m)
     print(f"defaults {DEFAULTS}; {args.drivers * args.reps} processes a side, {args.runs} runs each")
     false_pos, found_real, found_scaled, false_planted, old_false, apart, blocks = [], 0, 0, 0, 0, [], []
@@ -118,8 +136,9 @@ def main() -> None:
         false_pos.append(len(_flagged(same)))
         far = compare(side("A"), side("B", (g + n_half) % args.groups))
         apart.append(_flagged(far))
-        nxt = (g + 1) % args.groups
-        blocks.append(_flagged(compare(side("A"), side("B", nxt))) + _flagged(compare(side("B"), side("A", nxt))))
+        if g + 1 < args.groups:   # the next group ran right after this one (the last has no next)
+            nxt = g + 1
+            blocks.append(_flagged(compare(side("A"), side("B", nxt))) + _flagged(compare(side("B"), side("A", nxt))))
         for r in same["rows"]:
             spreads.setdefault(f"{r['event_name']}@{r['module_path'] or '-'}#{r['debug_handles']}", []).append(
                 r.get("spread") or 0.0)
@@ -142,7 +161,7 @@ def main() -> None:
     print(f"\nsame-build comparisons with a false regression: {sum(1 for x in false_pos if x)} of {n} "
           f"({sum(false_pos)} flagged rows in all)")
     print(f"same-build back-to-back blocks (A of g vs B of g+1, and B vs A) with a false regression: "
-          f"{sum(1 for x in blocks if x)} of {n} group pairs ({sum(len(x) for x in blocks)} flagged rows)")
+          f"{sum(1 for x in blocks if x)} of {len(blocks)} group pairs ({sum(len(x) for x in blocks)} flagged rows)")
     print(f"same-build comparisons measured apart in time with a false regression: {sum(1 for x in apart if x)} "
           f"of {n}")
     print(f"planted 1.3x (real work, measured x{min(ratios_real):.3f}-{max(ratios_real):.3f}) found: "

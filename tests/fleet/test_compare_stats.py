@@ -8,13 +8,15 @@ protocol is ``benchmarks/bench_compare.py``).
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from etlens.cli.main import main
 from etlens.cli.options import EXIT_GATE
 from etlens.fleet import Side, collect, compare
-from etlens.fleet.stats import (cross_op_floor, replicated_verdict, side_shift, state_loading, state_scores,
+from etlens.fleet.stats import (cross_op_floor, fdr_bh, replicated_verdict, side_shift, state_loading, state_scores,
                                 t_pvalue, unit_medians, variance_prior)
 
 PLANTED = ("native_call_addmm.out", "head")
@@ -53,7 +55,7 @@ def test_planted_1_3x_work_is_found_and_nothing_else(replicas):
         assert 1.15 < row["unit_ratio"] < 1.5, row
         if row["verdict"] == "regression":
             found += 1
-            assert row["floor"] < row["unit_ratio"] and row["p_value"] < 0.01
+            assert row["floor"] < row["unit_ratio"] and row["p_value"] < 0.01 and row["q_value"] < 0.05
         else:   # a busy CI machine can make processes scatter: then the row must say why it is not called
             assert row["floor"] >= row["unit_ratio"] or row["p_value"] >= 0.01, row
         # the head's weight permute does 1.3x the bytes too; nothing outside the head layer moves
@@ -116,6 +118,13 @@ def test_cli_several_processes_a_side(replicas, tmp_path, capsys):
     assert main(["compare", "--a", *a, "--b", *p, "--etrecord-a", rec_a, "--etrecord-b", rec_p]) == EXIT_GATE
     out = capsys.readouterr().out
     assert "regression" in out.splitlines()[2] and "head" in out.splitlines()[2]
+    assert "unit_ratio" in out.splitlines()[0] and "taken off each op" in out
+    # a false discovery rate no test can meet: every op verdict goes back to same (the whole model is one test)
+    main(["compare", "--a", *a, "--b", *p, "--etrecord-a", rec_a, "--etrecord-b", rec_p, "--fdr", "1e-300",
+          "--format", "json"])
+    res = json.loads(capsys.readouterr().out)
+    assert all(r["verdict"] == "same" for r in res["rows"] + res["modules"]) and res["summary"]["regressions"] == 0
+    assert all(r["q_value"] >= r["p_value"] for r in res["rows"])
     # a directory of ETDumps is a side of processes too
     for name, files in (("a", a), ("p", p)):
         (tmp_path / name).mkdir()
@@ -147,6 +156,9 @@ def test_moderated_t_and_floors():
     v = replicated_verdict(wild, wild + np.log(1.3), prior=prior, pa_ms=1.0, pb_ms=1.3)
     assert v.noisy and v.floor > 1.3 and v.verdict == "same"
     assert replicated_verdict(ya, ya + np.log(1.3), prior=prior, pa_ms=0.001, pb_ms=0.0013).verdict == "same"
+    # Benjamini-Hochberg q values against scipy's
+    pv = np.array([0.0025, 0.0066, 0.3, 0.04, 0.9, 0.011, 0.5])
+    assert np.allclose(fdr_bh(pv), scipy_stats.false_discovery_control(pv, method="bh"))
     # one process a side: the floor is the spread of the ops' log ratios (a changed op does not move it)
     lr = list(rng.normal(0, 0.05, 30)) + [np.log(3.0)]
     assert 0.1 < cross_op_floor(lr) < 0.25 and cross_op_floor(lr[:3]) == 0.0

@@ -34,6 +34,9 @@ def register(sub) -> None:
 
     p.add_argument("--alpha", type=float, default=DEFAULTS["alpha"],
                    help=f"significance level (default {DEFAULTS['alpha']})")
+    p.add_argument("--fdr", type=float, default=DEFAULTS["fdr"],
+                   help="false discovery rate over all ops of the comparison (Benjamini-Hochberg; default "
+                        f"{DEFAULTS['fdr']})")
     p.add_argument("--min-effect", type=float, default=DEFAULTS["min_effect"],
                    help=f"smallest relative change that can count (default {DEFAULTS['min_effect']})")
     p.add_argument("--noise-k", type=float, default=DEFAULTS["noise_k"],
@@ -106,7 +109,7 @@ def _report(args, a, b) -> int:
         if pte:
             side.label += f" (model {model_id(pte)})"
     res = compare(a, b, alpha=args.alpha, min_effect=args.min_effect, min_delta_ms=args.min_delta_ms,
-                  noise_k=args.noise_k, unit=args.unit)
+                  noise_k=args.noise_k, unit=args.unit, fdr=args.fdr)
     if args.html:
         from ..fleet.html import compare_html
 

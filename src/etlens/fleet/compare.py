@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import EtlensError
 from ..schema import METHOD_EXECUTE
 from .sql import OP_FILTER, duckdb_connection
-from .stats import (DEFAULTS, IMPROVEMENT, MIN_SPEED_OPS, REGRESSION, cross_op_floor, pooled_variance,
+from .stats import (DEFAULTS, IMPROVEMENT, MIN_SPEED_OPS, REGRESSION, cross_op_floor, fdr_bh, pooled_variance,
                     replicated_verdict, side_shift, state_loading, state_scores, t_pvalue,
                     unit_medians, unit_table, variance_prior, verdict)
 
@@ -294,7 +294,7 @@ def _module_samples(ops, unit: str = "file") -> dict[str, tuple]:
 
 def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: float = DEFAULTS["min_effect"],
             min_delta_ms: float = DEFAULTS["min_delta_ms"], noise_k: float = DEFAULTS["noise_k"],
-            unit: str = "file", method: str = "auto") -> dict[str, Any]:
+            unit: str = "file", method: str = "auto", fdr: float = DEFAULTS["fdr"]) -> dict[str, Any]:
     """Compare side ``a`` to side ``b``; a JSON-ready dict (``rows``, ``modules``, ``summary``, ``samples``).
 
     ``rows``: one per matched op (``node, module_path, event_name, block, debug_handles, a_p50_ms,
@@ -302,12 +302,13 @@ def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: f
     also ``a_units, b_units, unit_ratio, spread``), worst first; ``modules``: the same per module path;
     ``summary``: whole-model latency (``Method::execute``), counts and ``noisy`` (the unchanged ops whose
     own spread sets their effect floor). ``samples`` (not for JSON) holds the per-run durations the HTML draws.
-    ``unit``: the column that identifies a replicate (``file`` = one process, or ``device``).
+    ``unit``: the column that identifies a replicate (``file`` = one process, or ``device``). ``fdr``: a
+    verdict also needs its Benjamini-Hochberg ``q_value`` (over the op rows, and over the module rows) below it.
     """
     if unit not in ("file", "device"):
         raise EtlensError(f"compare: unit must be 'file' (a process) or 'device', not {unit!r}")
     th = {"alpha": alpha, "min_effect": min_effect, "min_delta_ms": min_delta_ms, "noise_k": noise_k,
-          "method": method, "unit": unit}
+          "method": method, "unit": unit, "fdr": fdr}
     ops_a, lat_a = load_side(a)
     ops_b, lat_b = load_side(b)
     ga, gb = _groups(ops_a, unit), _groups(ops_b, unit)
@@ -327,6 +328,7 @@ def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: f
         row["match"] = how
         samples[len(rows)] = (ea["samples"] if ea else np.zeros(0), eb["samples"] if eb else np.zeros(0))
         rows.append(row)
+    _fdr(rows, fdr)
     order = sorted(range(len(rows)), key=lambda i: _rank(rows[i]))
     rows = [rows[i] for i in order]
     samples = {j: samples[i] for j, i in enumerate(order)}
@@ -336,6 +338,7 @@ def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: f
         r = {"module_path": m}
         r.update(stats.row(ma.get(m), mb.get(m)))
         modules.append(r)
+    _fdr(modules, fdr)
     modules.sort(key=_rank)
     model = stats.row((lat_a["duration_ms"].to_numpy(), _units(lat_a, unit)),
                       (lat_b["duration_ms"].to_numpy(), _units(lat_b, unit)), whole=True)
@@ -350,6 +353,22 @@ def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: f
                "cross_op_floor": float(np.exp(stats.floor)),
                "noisy": noisy, "latency_by_group": _latency_groups(lat_a, lat_b), **stats.summary()}
     return {"rows": rows, "modules": modules, "summary": summary, "samples": samples}
+
+
+def _fdr(rows: list[dict], fdr: float) -> None:
+    """Many ops are tested at once: each row gets its Benjamini-Hochberg ``q_value`` (the false discovery rate
+    at which it would be called), and a verdict whose ``q_value`` is not below ``fdr`` goes back to ``same``.
+    Without it, 11 ops tested at p < 0.01 give a same-build comparison a 1-in-10 chance of one false call and
+    200 ops make one likely (the effect floor alone does not stop an op whose few processes happen to agree).
+    """
+    tested = [r for r in rows if r.get("p_value") is not None]
+    if not tested:
+        return
+    q = fdr_bh(np.array([r["p_value"] for r in tested], dtype=np.float64))
+    for r, qv in zip(tested, q):
+        r["q_value"] = float(qv)
+        if r["verdict"] in (REGRESSION, IMPROVEMENT) and qv >= fdr:
+            r["verdict"] = "same"
 
 
 def _rank(r: dict) -> tuple:

@@ -104,6 +104,8 @@ def _rule(s: dict[str, Any]) -> str:
                 f"{th['alpha']}")
     else:
         test = f"One process a side ({_esc(s.get('unit', 'run'))}): Mann-Whitney U over runs p &lt; {th['alpha']}"
+    if th.get("fdr"):
+        test += f", Benjamini-Hochberg q &lt; {th['fdr']} over all ops"
     return (f"Verdict: {test} and the change beyond the row's floor (at least {th['min_effect']:.0%}, or "
             f"{th.get('noise_k', 3)} x the op's own process-to-process spread) and ≥ {th['min_delta_ms']} ms.")
 

@@ -69,13 +69,14 @@ import numpy as np
 __all__ = ["Verdict", "verdict", "mannwhitney_p", "REGRESSION", "IMPROVEMENT", "SAME", "DEFAULTS", "MIN_SPEED_OPS",
            "replicated_verdict", "unit_medians", "unit_table", "state_scores", "state_loading",
            "side_shift",
-           "variance_prior", "pooled_variance", "cross_op_floor", "t_pvalue"]
+           "variance_prior", "pooled_variance", "cross_op_floor", "t_pvalue", "fdr_bh"]
 
 REGRESSION, IMPROVEMENT, SAME = "regression", "improvement", "same"
 
-#: default thresholds: significance level, minimum relative change, minimum absolute p50 change (ms), and how
-#: many of an op's own process-to-process standard deviations (log scale) a change must exceed
-DEFAULTS = {"alpha": 0.01, "min_effect": 0.15, "min_delta_ms": 0.005, "noise_k": 3.0}
+#: default thresholds: significance level, minimum relative change, minimum absolute p50 change (ms), how
+#: many of an op's own process-to-process standard deviations (log scale) a change must exceed, and the false
+#: discovery rate (Benjamini-Hochberg) over all the ops of one comparison
+DEFAULTS = {"alpha": 0.01, "min_effect": 0.15, "min_delta_ms": 0.005, "noise_k": 3.0, "fdr": 0.05}
 
 
 @dataclass
@@ -387,6 +388,20 @@ def replicated_verdict(ya: np.ndarray, yb: np.ndarray, *, prior: tuple[float, fl
     if p < alpha and big:
         return Verdict(REGRESSION if d > 0 else IMPROVEMENT, p, "moderated t on process medians", **extra)
     return Verdict(SAME, p, "moderated t on process medians", **extra)
+
+
+def fdr_bh(p) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p values (q values) of the tests ``p``, in their order."""
+    p = np.asarray(p, dtype=np.float64)
+    n = p.size
+    if not n:
+        return p
+    order = np.argsort(p)
+    q = p[order] * n / np.arange(1, n + 1)
+    q = np.minimum.accumulate(q[::-1])[::-1]
+    out = np.empty(n)
+    out[order] = np.minimum(q, 1.0)
+    return out
 
 
 def cross_op_floor(log_ratios, noise_k: float = DEFAULTS["noise_k"], sampling_var=None) -> float:
