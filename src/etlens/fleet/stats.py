@@ -254,7 +254,8 @@ def side_shift(d, load, *, state_bound: float,
                min_effect: float = DEFAULTS["min_effect"]) -> tuple[float, float, int]:
     """``(c, delta, ops used)``: the part of the ops' log ratios ``d`` the two sides share by chance.
 
-    Most ops did not change, so their ratios are ``load * delta + c``: ``delta`` the difference of the
+    Most ops did not change, so their ratios are ``load * delta + c`` (only ops within ``log(1 + min_effect)
+    + state_bound * |load|`` of 1x are used: what chance could have made): ``delta`` the difference of the
     sides' mean process state (one side happened to get more fast processes), ``c`` what is left in
     common. ``delta`` is the least-absolute-deviations fit through the origin (the median of ``d / load``
     weighted by ``|load|``: up to half the ops may have really changed and it still follows the others),
@@ -264,7 +265,10 @@ def side_shift(d, load, *, state_bound: float,
     """
     x = np.asarray(d, dtype=np.float64)
     lo = np.asarray(load, dtype=np.float64)
-    ok = np.isfinite(x) & np.isfinite(lo) & (np.abs(lo) > 1e-9)
+    # only ops whose ratio the chance share could have made: a build that makes half the model 100x faster
+    # must not drag the fit (those ops are changed, whatever the rest says)
+    reach = float(np.log1p(min_effect)) + state_bound * np.abs(lo)
+    ok = np.isfinite(x) & np.isfinite(lo) & (np.abs(lo) > 1e-9) & (np.abs(x) <= reach)
     if ok.sum() < MIN_SPEED_OPS:
         return 0.0, 0.0, 0
     delta = float(np.clip(_weighted_median(x[ok] / lo[ok], np.abs(lo[ok])), -state_bound, state_bound))
