@@ -401,10 +401,10 @@ def fdr_bh(p) -> np.ndarray:
     if not n:
         return p
     order = np.argsort(p)
-    q = p[order] * n / np.arange(1, n + 1)
+    q = p[order] * (n / np.arange(1, n + 1))      # factor >= 1, so q >= p also in floating point
     q = np.minimum.accumulate(q[::-1])[::-1]
     out = np.empty(n)
-    out[order] = np.minimum(q, 1.0)
+    out[order] = np.clip(q, p[order], 1.0)
     return out
 
 
