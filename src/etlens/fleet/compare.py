@@ -162,8 +162,9 @@ class _Stats:
                and max(np.median(a[0]), np.median(b[0])) >= th["min_delta_ms"]
                and min(np.median(a[0]), np.median(b[0])) > 0]
         self.z: tuple[dict, dict] = ({}, {})
-        self.c, self.delta, self.shift_var = 0.0, 0.0, 0.0
+        self.c, self.delta, self.shift_var, self.df_lost = 0.0, 0.0, 0.0, 0
         self.prior = self.raw_prior
+        self.adjusted: list[tuple] = []   # per pair: its state-corrected unit medians and loading (row(i=...))
         if not self.replicated:   # one process a side: how far unchanged ops drift between two processes
             lr = [np.log(np.median(pairs[i][1][0]) / np.median(pairs[i][0][0])) for i in big]
             gross = max(2 * float(np.log1p(th["min_effect"])), float(np.log(2.0)))   # 2x: a change, not drift
@@ -171,7 +172,7 @@ class _Stats:
             return
         self.z = _scores([tabs[i] for i in big] if len(big) >= MIN_SPEED_OPS else tabs)
         self.df_lost = 1 if self.z[0] else 0
-        adj = [self._adjust(ta, tb) for ta, tb in tabs]
+        self.adjusted = adj = [self._adjust(ta, tb) for ta, tb in tabs]
         self.prior = variance_prior([(ya, yb) for ya, yb, _ in adj], self.df_lost)
         s0, d0 = self.prior
         per_op = []   # (log ratio, loading, its sampling variance, moderated variance, df) of each big op
@@ -211,9 +212,10 @@ class _Stats:
         load = state_loading(np.r_[ya - ya.mean(), yb - yb.mean()], np.r_[za, zb])
         return ya - load * za, yb - load * zb, load
 
-    def row(self, a: tuple | None, b: tuple | None, *, whole: bool = False) -> dict[str, Any]:
+    def row(self, a: tuple | None, b: tuple | None, *, whole: bool = False, i: int | None = None) -> dict[str, Any]:
         """``a``/``b``: ``(samples, units)`` or None for a one-sided row. ``whole``: the whole program's latency,
-        judged as measured (its processes' state scatter is its own spread, nothing taken off)."""
+        judged as measured (its processes' state scatter is its own spread, nothing taken off). ``i``: the
+        index of ``(a, b)`` in the pairs the statistics were made from (its correction is reused)."""
         th = self.th
         pa_ = float(np.median(a[0])) if a is not None and a[0].size else None
         pb_ = float(np.median(b[0])) if b is not None and b[0].size else None
@@ -229,7 +231,8 @@ class _Stats:
             v = replicated_verdict(unit_medians(*a), unit_medians(*b), prior=self.raw_prior, pa_ms=pa_, pb_ms=pb_,
                                    **common)
         elif self.replicated:
-            ya, yb, load = self._adjust(unit_table(*a), unit_table(*b))
+            ya, yb, load = (self.adjusted[i] if i is not None and self.adjusted
+                            else self._adjust(unit_table(*a), unit_table(*b)))
             v = replicated_verdict(ya, yb, prior=self.prior, pa_ms=pa_, pb_ms=pb_, shared_floor=self.floor,
                                    shift=self.c + load * self.delta, shift_var=self.shift_var,
                                    df_lost=self.df_lost, **common)
@@ -318,13 +321,14 @@ def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: f
         return (g[k]["samples"], g[k]["units"]) if k is not None else None
 
     stats = _Stats([(side(ga, ka), side(gb, kb)) for ka, kb, _ in matched if ka and kb], th)
-    rows, samples = [], {}
+    rows, samples, both = [], {}, 0
     for ka, kb, how in matched:
         ref = ka or kb
         ea, eb = ga.get(ka) if ka else None, gb.get(kb) if kb else None
         row = {"node": (ea or eb)["node"], "module_path": ref[3], "event_name": ref[1], "block": ref[0],
                "debug_handles": ref[2], "occurrence": ref[4]}
-        row.update(stats.row(side(ga, ka), side(gb, kb)))
+        row.update(stats.row(side(ga, ka), side(gb, kb), i=both if ka and kb else None))
+        both += bool(ka and kb)
         row["match"] = how
         samples[len(rows)] = (ea["samples"] if ea else np.zeros(0), eb["samples"] if eb else np.zeros(0))
         rows.append(row)

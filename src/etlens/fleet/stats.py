@@ -67,8 +67,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Verdict", "verdict", "mannwhitney_p", "REGRESSION", "IMPROVEMENT", "SAME", "DEFAULTS", "MIN_SPEED_OPS",
-           "replicated_verdict", "unit_medians", "unit_table", "state_scores", "state_loading",
-           "side_shift",
+           "replicated_verdict", "unit_medians", "unit_table", "state_scores", "state_loading", "side_shift",
            "variance_prior", "pooled_variance", "cross_op_floor", "t_pvalue", "fdr_bh"]
 
 REGRESSION, IMPROVEMENT, SAME = "regression", "improvement", "same"
