@@ -125,6 +125,9 @@ def test_cli_several_processes_a_side(replicas, tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     assert all(r["verdict"] == "same" for r in res["rows"] + res["modules"]) and res["summary"]["regressions"] == 0
     assert all(r["q_value"] >= r["p_value"] for r in res["rows"])
+    for bad in (["--fdr", "0"], ["--fdr", "5"], ["--alpha", "-0.1"]):   # a probability, or a one-line error
+        assert main(["compare", "--a", *a, "--b", *p, "--etrecord-a", rec_a, "--etrecord-b", rec_p, *bad]) == 1
+        assert "probability in (0, 1]" in capsys.readouterr().err
     # a directory of ETDumps is a side of processes too
     for name, files in (("a", a), ("p", p)):
         (tmp_path / name).mkdir()

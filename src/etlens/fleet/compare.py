@@ -310,6 +310,9 @@ def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: f
     """
     if unit not in ("file", "device"):
         raise EtlensError(f"compare: unit must be 'file' (a process) or 'device', not {unit!r}")
+    for name, v in (("alpha", alpha), ("fdr", fdr)):
+        if not 0 < v <= 1:
+            raise EtlensError(f"compare: --{name} is a probability in (0, 1], not {v!r} (e.g. --{name} 0.05)")
     th = {"alpha": alpha, "min_effect": min_effect, "min_delta_ms": min_delta_ms, "noise_k": noise_k,
           "method": method, "unit": unit, "fdr": fdr}
     ops_a, lat_a = load_side(a)
