@@ -253,7 +253,13 @@ class NumericalComparatorBase(ABC):
 
 def _stack64(np: Any, torch: Any, tensors: list) -> Any:
     """``(n, k)`` float64 rows of equally shaped tensors, with :func:`to_numpy64`'s NaN rule per row."""
-    arr = _tensor_numpy64(np, torch.stack([x.detach().reshape(-1) for x in tensors]))
+    with torch.no_grad():
+        shape = tensors[0].shape
+        if all(x.shape == shape for x in tensors):  # the usual case: one stack, then one reshape
+            stacked = torch.stack(tensors).reshape(len(tensors), -1)
+        else:  # same element count, other shapes ((1, 8) against (8,)): flatten each first
+            stacked = torch.stack([x.reshape(-1) for x in tensors])
+    arr = _tensor_numpy64(np, stacked)
     nan_rows = np.isnan(arr).any(axis=1)
     if nan_rows.any():
         arr[nan_rows] = np.nan_to_num(arr[nan_rows])

@@ -438,7 +438,8 @@ def _capture_json(ref: ReferenceProgram, inputs: Any, keep: Callable[[tuple], bo
             outputs[key] = [r.detach() if isinstance(r, torch.Tensor) else r for r in result]
         else:
             outputs[key] = _own(result, overwritten)
-            _keep_base(cap, key, result, lambda: prog.resolve(node.target))
+            if getattr(result, "_base", None) is not None:  # a view: rare, the schema is read only then
+                _keep_base(cap, key, result, lambda: prog.resolve(node.target))
 
     from .jsonrun import Unsupported
 
