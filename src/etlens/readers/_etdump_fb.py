@@ -46,6 +46,42 @@ _R4 = np.arange(4, dtype=np.int64)
 _R8 = np.arange(8, dtype=np.int64)
 
 
+def _unique(v: Arr, limit: int = 16) -> tuple[Arr, Arr, Arr]:
+    """``np.unique(v, return_index=True, return_inverse=True)`` (same arrays), fast when ``v`` holds
+    few distinct values: one comparison pass per value instead of a sort of the whole column.
+
+    The columns :class:`FB` deduplicates are like that: a writer shares two or three vtables among
+    all the tables of a kind, and a run repeats a handful of event names. A first sample with more
+    than ``limit`` distinct values goes straight to ``np.unique``.
+    """
+    n = len(v)
+    if n == 0 or len(np.unique(v[:512])) > limit:
+        return _np_unique(v)
+    inv = np.full(n, -1, dtype=np.int64)
+    vals, firsts = [], []
+    pos = 0
+    while True:
+        if len(vals) == limit:
+            return _np_unique(v)
+        inv[v == v[pos]] = len(vals)
+        vals.append(v[pos])
+        firsts.append(pos)
+        open_ = inv < 0
+        pos = int(open_.argmax())
+        if not open_[pos]:
+            break
+    uniq = np.array(vals, dtype=v.dtype)
+    order = np.argsort(uniq, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return uniq[order], np.array(firsts, dtype=np.int64)[order], rank[inv]
+
+
+def _np_unique(v: Arr) -> tuple[Arr, Arr, Arr]:
+    uniq, first, inv = np.unique(v, return_index=True, return_inverse=True)
+    return uniq, first, np.asarray(inv).ravel()
+
+
 class FB:
     """A read-only FlatBuffer with vectorised readers (positions are ``int64`` arrays)."""
 
@@ -233,13 +269,7 @@ class FB:
             uniq_bytes, inv = [b""], np.zeros(len(st), dtype=np.int64)
         elif width <= 256:
             w8 = (width + 7) // 8 * 8
-            itype = np.int32 if self.size < (1 << 31) - 512 else np.int64
-            cols = np.arange(w8, dtype=itype)
-            mask = cols[None, :] < ln[:, None]
-            idx = np.add(st.astype(itype)[:, None], cols)
-            np.minimum(idx, self.size - 1, out=idx)   # bytes past a string's end are masked below
-            mat = self.buf[idx]
-            mat *= mask
+            mat = self._string_bytes(st, ln, w8)
             # a 64-bit hash per string (wrapping multiply-add over 8-byte words, plus the length),
             # then one integer unique; every group is verified byte-for-byte against its first
             # member, and a collision falls back to the exact (slower) row-unique
@@ -248,8 +278,7 @@ class FB:
             with np.errstate(over="ignore"):
                 for k in range(words.shape[1]):
                     h = (h ^ words[:, k]) * np.uint64(0x100000001B3) + np.uint64(k + 1)
-            _, first, inv = np.unique(h, return_index=True, return_inverse=True)
-            inv = np.asarray(inv).ravel()
+            _, first, inv = _unique(h)
             rep = first[inv]
             if not (np.array_equal(ln, ln[rep]) and np.array_equal(words, words[rep])):
                 key = np.concatenate([ln.astype("<u4").view(np.uint8).reshape(-1, 4), mat], axis=1)
@@ -277,6 +306,27 @@ class FB:
         ids[has] = remap[np.asarray(inv).ravel()]
         return ids
 
+    def _string_bytes(self, st: Arr, ln: Arr, w8: int) -> Arr:
+        """The strings as rows of ``w8`` bytes, zero past each one's end (the input of :meth:`intern`).
+
+        Rows are copied out of a strided ``w8``-byte window over the buffer with one 1-D index: no
+        ``n x w8`` index matrix to build and gather through (the costly part of interning 60k event
+        names). Strings within ``w8`` bytes of the buffer's end are read byte by byte, clamped.
+        """
+        n_win = self.size - w8 + 1
+        tail = st >= n_win
+        if n_win > 0:
+            win = np.lib.stride_tricks.as_strided(self.buf, shape=(n_win, w8), strides=(1, 1), writeable=False)
+            mat: Arr = win[np.where(tail, 0, st)] if tail.any() else win[st]
+        else:
+            mat = np.zeros((len(st), w8), dtype=np.uint8)
+        if tail.any():
+            idx = np.minimum(st[tail][:, None] + np.arange(w8, dtype=np.int64), self.size - 1)
+            mat[tail] = self.buf[idx]   # bytes past a string's end are masked below
+        # widths are <= 256, so int16 keeps the mask comparison narrow
+        mat *= np.arange(w8, dtype=np.int16)[None, :] < ln.astype(np.int16)[:, None]
+        return mat
+
     def string(self, pos: int, what: str = "string") -> str | None:
         """One string (``pos`` 0 = absent → None)."""
         if not pos:
@@ -297,8 +347,7 @@ class Layout:
             self.sizes = np.zeros(0, np.int64)
             return
         vt = tables - fb.i32(tables, f"{what} header").astype(np.int64)
-        self.uvt, inv = np.unique(vt, return_inverse=True)
-        self.inv = inv.ravel()
+        self.uvt, _, self.inv = _unique(vt)
         self.sizes = fb.u16(self.uvt, f"{what} vtable").astype(np.int64)
 
     def fo(self, index: int) -> Arr:

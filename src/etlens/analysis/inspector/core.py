@@ -51,6 +51,18 @@ FORWARD = "forward"
 EDGE_DIALECT_GRAPH_KEY = "edge_dialect_graph_module"
 
 
+def _itemsize_table() -> np.ndarray:
+    """Element size by scalar-type code (an int8 column, indexed by ``code & 0xFF``); 1 for codes
+    with no storage type: one gather per run instead of a dict lookup per logged tensor."""
+    table = np.ones(256, dtype=np.int64)
+    for code, info in SCALAR_TYPES.items():
+        table[code & 0xFF] = info.itemsize
+    return table
+
+
+_ITEMSIZE = _itemsize_table()
+
+
 def _load_record(etrecord: Any):
     if etrecord is None:
         return None
@@ -174,8 +186,8 @@ class Inspector:
                 pos = np.where(mask, r.sizes_pos[idx][:, None] + 8 * cols, 0)
                 vals = np.where(mask, self._dump.read_i64(pos.ravel(), "Tensor.sizes").reshape(pos.shape), 1)
                 count = np.prod(np.maximum(vals, 0), axis=1)
-            item = np.array([SCALAR_TYPES[s].itemsize if s in SCALAR_TYPES else 1
-                             for s in r.scalar_type[idx].tolist()], dtype=np.int64)
+            codes = r.scalar_type[idx].astype(np.int64)
+            item = np.where((codes >= 0) & (codes < 256), _ITEMSIZE[codes & 0xFF], 1)
             end = r.tensor_offset[idx] + count * item
             over = (end > size) & (count > 0)
             if over.any():
@@ -257,15 +269,19 @@ class Inspector:
         framework = FRAMEWORK_EVENT_NAMES
         missing = wrong_kernel = checked = bad_delegate = 0
         top: dict[int, int] = {}
+        tops: dict[str, int] = {}  # method -> largest instruction id of its debug handle map
         verdicts: dict[tuple, Optional[bool]] = {}  # kernel_matches per (name, op types): few distinct pairs
         for bi, b in enumerate(self._blocks):
             handle_map, delegate_map, _ = record_maps(self.record, self._block_methods[bi])
             if handle_map is None:
                 continue  # a method the record has no maps for (e.g. a metadata method)
-            top[bi] = max((int(k) for k in handle_map if str(k).lstrip("-").isdigit()), default=-1)
-            for i, name in enumerate(b.names):
-                instr = int(b.instruction_ids[i])
-                if name in framework or b.is_delegated[i] or instr < 0:
+            method = self._block_methods[bi]
+            if method not in tops:  # blocks of one method share its map: scan its keys once
+                tops[method] = max((int(k) for k in handle_map if str(k).lstrip("-").isdigit()), default=-1)
+            top[bi] = tops[method]
+            # one pass per event of every block: columns as Python lists, not numpy scalars
+            for i, (name, instr, delegated) in enumerate(zip(b.names, b.instruction_ids.tolist(), b.is_delegated)):
+                if name in framework or delegated or instr < 0:
                     continue
                 if str(instr) not in handle_map:
                     # instructions of nodes without a debug handle (views, symbolic sizes, ops added
@@ -418,13 +434,14 @@ class Inspector:
             return pd.concat(frames, ignore_index=True)
         units = f" ({self._target_time_scale.value})" if include_units else ""
         cols: dict[str, list] = {}
-        for b in (self._blocks[i] for i in keep):
-            for k, v in self._block_columns(b).items():
-                cols.setdefault(k, []).extend(v)
-        if not cols:
-            raise MissingDataError(f"{self._dump.path}: the ETDump has no profiling or debug events "
-                                   "(was the program run with ETDump enabled?)")
-        return build_frame(cols, units)
+        with gc_paused():  # a list, a dict or two per row, all kept by the frame: see gcpause.py
+            for b in (self._blocks[i] for i in keep):
+                for k, v in self._block_columns(b).items():
+                    cols.setdefault(k, []).extend(v)
+            if not cols:
+                raise MissingDataError(f"{self._dump.path}: the ETDump has no profiling or debug events "
+                                       "(was the program run with ETDump enabled?)")
+            return build_frame(cols, units)
 
     def printed_dataframe(self, include_units: bool = True, include_delegate_debug_data: bool = False, *,
                           method: Optional[str] = None):

@@ -46,25 +46,30 @@ def _op_name_from_target(target: str) -> str:
     return target.rsplit(".", 1)[-1]
 
 
-def _parse_module_stack(s: str | None, cache: dict) -> dict:
+def _parse_module_stack(s: str | None, cache: dict, split: Any = None) -> dict:
     """``{key: (path, type)}`` of a serialized ``nn_module_stack``; ``cache`` (owned by the caller,
-    one per program) memoizes whole texts and single ``key,path,type`` entries (keyed ``(entry,)``):
-    the nodes of a program share their outer modules' entries even when no two stacks are equal."""
+    one per program) memoizes whole texts, and under the key ``None`` a dict of single
+    ``key,path,type`` entries: the nodes of a program share their outer modules' entries even when
+    no two stacks are equal. ``split`` is :func:`etlens.readers.split_module_entry`, passed in by
+    callers that parse many stacks (an import statement per call cost more than the parse)."""
     if not s:
         return {}
     hit = cache.get(s)
     if hit is not None:
         return dict(hit)
-    from ...readers import split_module_entry
-
+    if split is None:
+        from ...readers import split_module_entry as split
+    items = cache.get(None)
+    if items is None:
+        items = cache[None] = {}
     stack = {}
     for item in s.split(";"):
-        entry = cache.get((item,))
+        entry = items.get(item)
         if entry is None:
-            parts = split_module_entry(item)
+            parts = split(item)
             entry = (parts[0], (parts[1], parts[2])) if len(parts) == 3 else ()
-            if len(cache) < 100_000:
-                cache[(item,)] = entry
+            if len(items) < 100_000:
+                items[item] = entry
         if entry:
             stack[entry[0]] = entry[1]
     if len(cache) < 100_000:
@@ -72,27 +77,36 @@ def _parse_module_stack(s: str | None, cache: dict) -> dict:
     return dict(stack)
 
 
+_SKIPPED_TARGETS = ("_operator.getitem", "executorch.exir.memory.alloc")
+
+
 def _nodes_from_json(doc: Any) -> list[tuple[int, NodeInfo]]:
     """Node infos of a program, from its :class:`~etlens.readers.program_nodes.ProgramNodes` (or its
-    parsed JSON)."""
+    parsed JSON). Op names are computed once per distinct target (a program repeats a few)."""
     if isinstance(doc, dict):
         from ...readers.program_nodes import ProgramNodes
 
         doc = ProgramNodes.from_json(doc)
+    from ...readers import split_module_entry
+
     out = []
     stacks: dict[str, dict] = {}
+    ops: dict[str, str] = {}
     for name, first, target, dh, trace, stack in zip(doc.names, doc.output_names, doc.targets, doc.debug_handles,
                                                       doc.stack_traces, doc.module_stacks):
-        if target in ("_operator.getitem", "executorch.exir.memory.alloc"):
-            continue
-        if dh in (None, ""):
+        if target in _SKIPPED_TARGETS or dh in (None, ""):
             continue
         try:
             handle = int(dh)
         except (TypeError, ValueError):
             continue
-        out.append((handle, ((name or first or "") + "_", _op_name_from_target(target), trace,
-                             _parse_module_stack(stack, stacks))))
+        op = ops.get(target) if isinstance(target, str) else None
+        if op is None:
+            op = _op_name_from_target(target)
+            if isinstance(target, str):
+                ops[target] = op
+        out.append((handle, ((name or first or "") + "_", op, trace,
+                             _parse_module_stack(stack, stacks, split_module_entry))))
     return out
 
 

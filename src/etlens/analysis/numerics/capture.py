@@ -70,20 +70,20 @@ def _src_field(src: Any, name: str, default: Any = None) -> Any:
     return getattr(src, name, default)
 
 
-def _ancestor_ids(node: Any) -> list[str]:
-    """``["name.graph_id", ...]`` of a node's provenance chain, nearest first (ExecuTorch's walk:
-    always the last entry of each ``from_node`` list)."""
+def _ancestor_ids(node: Any) -> list[tuple[str, str]]:
+    """``[(name, graph_id as text), ...]`` of a node's provenance chain, nearest first (ExecuTorch's
+    walk: always the last entry of each ``from_node`` list)."""
     chain = node.meta.get("from_node")
     if not chain:
         return []
     src = chain[-1]
-    out = [f"{_src_field(src, 'name')}.{_src_field(src, 'graph_id')}"]
+    out = [(str(_src_field(src, "name")), str(_src_field(src, "graph_id")))]
     while True:
         parents = _src_field(src, "from_node") or []
         if not parents:
             return out
         src = parents[-1]
-        out.append(f"{_src_field(src, 'name')}.{_src_field(src, 'graph_id')}")
+        out.append((str(_src_field(src, "name")), str(_src_field(src, "graph_id"))))
 
 
 def _graph_modules(gm: Any) -> Iterator[Any]:
@@ -151,7 +151,8 @@ def propagate_back_handles(aten_program: Any, export_graph_id: Any, edge_program
     from), or ``None`` when some edge handle has no ATen node and ``disable_validation`` is false
     (the ATen program is then not a faithful reference). Linear in the total length of the chains.
     """
-    ancestor_handle: dict[str, Any] = {}
+    ancestor_handle: dict[tuple[str, str], Any] = {}  # (name, graph id as text) -> edge handle
+    graph_id = str(export_graph_id)
     edge_handles: list[Any] = []
     for _, handle, ancestors, _top in _views(edge_program):
         edge_handles.append(handle)
@@ -162,7 +163,7 @@ def propagate_back_handles(aten_program: Any, export_graph_id: Any, edge_program
     handles: dict[str, Any] = {}
     matched: set = set()
     for name, _, ancestors, top in _views(aten_program):
-        found = ancestor_handle.get(f"{name}.{export_graph_id}")
+        found = ancestor_handle.get((name, graph_id))
         if found is None:
             for anc in ancestors():
                 found = ancestor_handle.get(anc)

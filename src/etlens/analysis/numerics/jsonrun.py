@@ -90,8 +90,9 @@ class JsonNode:
         return self.meta.get("stack_trace")
 
     @property
-    def ancestors(self) -> list[str]:
-        """``["name.graph_id", ...]``: the provenance chain, following the last source at each level."""
+    def ancestors(self) -> list[tuple[str, str]]:
+        """``[(name, graph_id as text), ...]``: the provenance chain, following the last source at each
+        level (pairs straight from the regex: no string built per level)."""
         if self._ancestors is None:
             raw = self.meta.get("from_node")
             out: list[str] = []
@@ -101,7 +102,7 @@ class JsonNode:
                 # with no backslash in the text, no name has an escape to undo)
                 found = _SOURCE_RE.findall(raw)
                 if found or raw.strip() in ("", "[]", "null"):
-                    self._ancestors = [f"{n}.{g}" for n, g in found]
+                    self._ancestors = found
                     return self._ancestors
             if raw:
                 try:
@@ -110,7 +111,7 @@ class JsonNode:
                     chain = None
                 src = chain[-1] if chain else None
                 while src:
-                    out.append(f"{src.get('name')}.{src.get('graph_id')}")
+                    out.append((str(src.get("name")), str(src.get("graph_id"))))
                     parents = src.get("from_node") or []
                     src = parents[-1] if parents else None
             self._ancestors = out
