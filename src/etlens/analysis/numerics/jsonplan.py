@@ -118,13 +118,37 @@ def _to_positional(fn: Any, pos: list, kw: list, names_of: dict) -> None:
     name matching; the call is the same). ``names_of`` memoizes each operator's positional names."""
     if not kw:
         return
+    positional = _positional_names(fn, names_of)
+    while kw and len(pos) < len(positional) and kw[0][0] == positional[len(pos)]:
+        _, t, v = kw.pop(0)
+        pos.append((t, v))
+
+
+def _positional_names(fn: Any, names_of: dict) -> list[str]:
+    """The names of ``fn``'s positional (not keyword-only) schema arguments, memoized in ``names_of``."""
     positional = names_of.get(fn)
     if positional is None:
         schema = getattr(fn, "_schema", None)
         positional = names_of[fn] = [a.name for a in schema.arguments if not a.kwarg_only] if schema else []
-    while kw and len(pos) < len(positional) and kw[0][0] == positional[len(pos)]:
-        _, t, v = kw.pop(0)
-        pos.append((t, v))
+    return positional
+
+
+def _tensor_call(fn: Any, inputs: list, names_of: dict) -> list | None:
+    """``[(NAME, value name), ...]`` when every input of a node is one tensor passed under the name of
+    the schema's next positional argument (what :func:`compile_arg` and :func:`_to_positional` make
+    of such a node, in one pass); ``None`` for anything else (the general path decides)."""
+    if not inputs:
+        return None
+    positional = _positional_names(fn, names_of)
+    if len(inputs) > len(positional):
+        return None
+    pos = []
+    for a, want in zip(inputs, positional):
+        arg = a["arg"]
+        if a["name"] != want or len(arg) != 1 or "as_tensor" not in arg:
+            return None
+        pos.append((NAME, arg["as_tensor"]["name"]))
+    return pos
 
 
 def compile_program(prog: Any, ops: dict[str, Any]) -> list[Step]:
@@ -138,9 +162,12 @@ def compile_program(prog: Any, ops: dict[str, Any]) -> list[Step]:
     names_of: dict[Any, list[str]] = {}
     for i, node in enumerate(prog.nodes):
         fn = ops[node.target]
-        if fn is operator.getitem or getattr(fn, "__module__", None) in ("_operator", "operator"):
-            pos = [compile_arg(prog, a["arg"]) for a in node.inputs]
+        pos = _tensor_call(fn, node.inputs, names_of)
+        if pos is not None:  # the usual ATen call: tensors in schema order (linear, relu, add …)
             kw: list = []
+        elif fn is operator.getitem or getattr(fn, "__module__", None) in ("_operator", "operator"):
+            pos = [compile_arg(prog, a["arg"]) for a in node.inputs]
+            kw = []
         else:
             # unnamed inputs are positional (a higher-order op's operator argument)
             pos = [compile_arg(prog, a["arg"]) for a in node.inputs if not a["name"]]
