@@ -58,7 +58,8 @@ def _unique(v: Arr, limit: int = 16) -> tuple[Arr, Arr, Arr]:
     if n == 0 or len(np.unique(v[:512])) > limit:
         return _np_unique(v)
     inv = np.full(n, -1, dtype=np.int64)
-    vals, firsts = [], []
+    vals: list[Any] = []
+    firsts: list[int] = []
     pos = 0
     while True:
         if len(vals) == limit:
