@@ -18,22 +18,39 @@ def _wider_layer(module_path) -> bool:
     return (module_path or "").startswith("block")
 
 
-#: The end-to-end tests run with the default thresholds. Widening ``block`` can also cost its neighbours a
-#: little (its weights evict theirs from the cache); with each ETDump (process) as one replicate, that
-#: shift is within the neighbours' own process-to-process spread here, so they stay ``same`` (see
-#: docs/fleet.md, "Verdicts", for how a larger collateral slowdown is treated).
+#: The end-to-end tests run with the default thresholds. Widening ``block`` (30-200x slower ops) can also
+#: cost its neighbours (its weights evict theirs from the cache): on a quiet machine that shift is within
+#: their process-to-process spread and they stay ``same``; on a busy CI machine ``inp``/``out`` measured
+#: 1.4-1.5x slower in all four processes of build n+1 (p < 0.002), and etlens rightly calls that a
+#: regression (docs/fleet.md, "Verdicts": a collateral slowdown beyond the floor is reported as what it
+#: is). So an op outside ``block`` may be flagged, but only as collateral: in the same direction as the
+#: change, beyond its own floor, and far smaller than the change itself.
+_COLLATERAL = 4.0  # a neighbour's shift must be at least this many times smaller than the smallest change
+
+
 def _cmp(ds, a, b):
     return compare(Side.of_dataset(ds, f"build = '{a}'"), Side.of_dataset(ds, f"build = '{b}'"))
 
 
+def _flagged(res, verdict):
+    return [r for r in res["rows"] if r["verdict"] == verdict]
+
+
 def test_wider_layer_flagged_and_nothing_else(dataset):
     res = _cmp(dataset, "n", "n+1")
-    bad = {(r["event_name"], r["module_path"]) for r in res["rows"] if r["verdict"] == "regression"}
-    wider = {(r["event_name"], r["module_path"]) for r in res["rows"] if _wider_layer(r["module_path"])}
-    assert wider and bad == wider   # every op of block.0/1/2 (linear, relu, linear), nothing else
-    assert {r["verdict"] for r in res["rows"] if not _wider_layer(r["module_path"])} == {"same"}
-    assert {r["module_path"] for r in res["modules"] if r["verdict"] == "regression"} == {"block.0", "block.1",
-                                                                                       "block.2"}
+    bad = {(r["event_name"], r["module_path"]) for r in _flagged(res, "regression")}
+    wider_rows = [r for r in res["rows"] if _wider_layer(r["module_path"])]
+    wider = {(r["event_name"], r["module_path"]) for r in wider_rows}
+    assert wider and wider <= bad   # every op of block.0/1/2 (linear, relu, linear)
+    smallest_change = min(r["ratio"] for r in wider_rows)
+    for r in _flagged(res, "regression"):
+        if not _wider_layer(r["module_path"]):   # collateral: beyond its floor, far below the change
+            assert r["unit_ratio"] > r["floor"] and r["ratio"] * _COLLATERAL < smallest_change, r
+    assert not _flagged(res, "improvement")
+    flagged_modules = {r["module_path"] for r in res["modules"] if r["verdict"] == "regression"}
+    assert {"block.0", "block.1", "block.2"} <= flagged_modules
+    collateral_modules = {r["module_path"] for r in _flagged(res, "regression")}
+    assert flagged_modules - {"block.0", "block.1", "block.2"} <= collateral_modules
     assert all(r["match"].startswith("debug handle, module path and name") for r in res["rows"])
     assert res["summary"]["model_latency"]["verdict"] == "regression"
     assert res["summary"]["improvements"] == 0
@@ -41,8 +58,13 @@ def test_wider_layer_flagged_and_nothing_else(dataset):
 
 def test_swapped_sides_report_improvements(dataset):
     res = _cmp(dataset, "n+1", "n")
-    better = {(r["event_name"], r["module_path"]) for r in res["rows"] if r["verdict"] == "improvement"}
-    assert better and all(_wider_layer(m) for _, m in better)
+    better_rows = _flagged(res, "improvement")
+    wider_rows = [r for r in res["rows"] if _wider_layer(r["module_path"])]
+    assert wider_rows and all(r["verdict"] == "improvement" for r in wider_rows)
+    largest_change = max(r["ratio"] for r in wider_rows)   # ratios < 1 here: the largest is the smallest gain
+    for r in better_rows:
+        if not _wider_layer(r["module_path"]):   # collateral: the neighbours' cache shift, undone
+            assert r["unit_ratio"] < 1 / r["floor"] and r["ratio"] > _COLLATERAL * largest_change, r
     assert res["summary"]["regressions"] == 0
 
 
