@@ -52,8 +52,8 @@ EDGE_DIALECT_GRAPH_KEY = "edge_dialect_graph_module"
 
 
 def _itemsize_table() -> np.ndarray:
-    """Element size by scalar-type code (an int8 column, indexed by ``code & 0xFF``); 1 for codes
-    with no storage type: one gather per run instead of a dict lookup per logged tensor."""
+    """Element size by scalar-type code, indexed by ``code & 0xFF`` (callers count codes outside 0-255
+    as 1, like codes with no storage type): one gather per run instead of a dict lookup per tensor."""
     table = np.ones(256, dtype=np.int64)
     for code, info in SCALAR_TYPES.items():
         table[code & 0xFF] = info.itemsize
