@@ -10,11 +10,16 @@ from .options import EXIT_OK
 
 def register(sub) -> None:
     p = add_command(
-        sub, "collect", "append ETDumps (files or directories) to a Parquet fleet dataset",
+        sub, "collect", "add ETDumps (files or directories) to a Parquet fleet dataset, each run once",
         "etlens collect dumps/pixel7/ -o fleet --meta device=pixel7 --meta build=n --etrecord model.etrecord",
-        description="Append every profiling event of every run of the ETDumps to DATASET (a directory of "
-                    "Parquet files; new files each time, nothing rewritten). Bad files are skipped with a reason. "
-                    "Query it with `etlens query`, compare builds with `etlens compare`. No torch needed.")
+        description="Add every profiling event of every run of the ETDumps to DATASET (a directory of "
+                    "Parquet files; new files each time). Each ETDump's identity (sha256 of its bytes, with "
+                    "the --meta values) is kept with its rows: a dump the dataset already holds is not added "
+                    "again, so re-running a collect (a retried CI job, an interrupted run) never double-counts; "
+                    "the last line says how many runs were new and how many already present. A killed collect "
+                    "leaves a valid dataset; concurrent collects into one dataset are safe. Bad files are "
+                    "skipped with a reason. Query it with `etlens query`, compare builds with `etlens compare`. "
+                    "No torch needed.")
     p.add_argument("inputs", nargs="+", metavar="ETDUMP_OR_DIR", help=".etdp files, or directories to search")
     p.add_argument("-o", "--output", required=True, metavar="DATASET", help="dataset directory (created or appended)")
     p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
@@ -24,6 +29,11 @@ def register(sub) -> None:
     p.add_argument("-j", "--jobs", type=int, help="worker processes (default: all cores)")
     p.add_argument("--engine", choices=["local", "spark"], default="local",
                    help="local processes (default) or Spark (binaryFiles -> parser per partition -> Parquet)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--replace", action="store_true",
+                     help="swap the rows of dumps the dataset already holds (same content, any --meta) for these")
+    how.add_argument("--append-duplicates", action="store_true",
+                     help="add every dump even if the dataset holds it already (the behaviour before identities)")
     p.set_defaults(func=run)
 
 
@@ -45,18 +55,17 @@ def run(args) -> int:
     def skip(path: str, reason: str) -> None:
         print(f"skipped {path}: {reason}", file=sys.stderr)
 
+    mode = "replace" if args.replace else "append" if args.append_duplicates else "skip"
     if args.engine == "spark":
         from ..fleet.spark import spark_collect
 
-        res = spark_collect(args.inputs, args.output, meta=meta, etrecord=args.etrecord, pte=args.pte)
+        res = spark_collect(args.inputs, args.output, meta=meta, etrecord=args.etrecord, pte=args.pte, mode=mode)
         for path, reason in res.skipped:
             skip(path, reason)
     else:
         from ..fleet import collect
 
         res = collect(args.inputs, args.output, meta=meta, etrecord=args.etrecord, pte=args.pte, jobs=args.jobs,
-                      on_skip=skip)
-    note = f"; {len(res.skipped)} skipped (reasons above)" if res.skipped else ""
-    print(f"collected {res.events} events from {res.files} files into {res.dataset} "
-          f"in {res.seconds:.2f} s{note}")
+                      on_skip=skip, mode=mode)
+    print(res.message())
     return EXIT_OK

@@ -26,15 +26,20 @@ Columns (see :data:`COLUMNS`, in this order, then any extra ``--meta`` keys):
 ``device``          string      ``--meta device=…``
 ``build``           string      ``--meta build=…``
 ``model``           string      ``--meta model=…``, else the first 16 hex digits of the ``.pte``'s sha256
+``source``          string      identity: the first 32 hex digits of the sha256 of the ETDump's bytes
 =================== =========== =====================================================================
+
+``source`` (:data:`IDENTITY_COLUMNS`) comes last, after any extra ``--meta`` keys; with ``run`` and the
+metadata it is the identity of a source run, so collecting a dump again adds nothing
+(:mod:`etlens.fleet.store`). Parts written before identities existed have no ``source`` (null there).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["COLUMNS", "META_COLUMNS", "STRING", "arrow_schema", "writer_options", "PART_GLOB", "ROW_GROUP",
-           "occurrences"]
+__all__ = ["COLUMNS", "META_COLUMNS", "IDENTITY_COLUMNS", "STRING", "arrow_schema", "writer_options", "PART_GLOB",
+           "ROW_GROUP", "occurrences"]
 
 STRING = "string"
 
@@ -48,6 +53,9 @@ COLUMNS: list[tuple[str, str]] = [
 
 #: metadata columns every dataset has (null when not given); ``--meta`` keys are added after them
 META_COLUMNS = ["device", "build", "model"]
+
+#: identity columns the part writer appends after the metadata (:func:`etlens.fleet.store.with_source`)
+IDENTITY_COLUMNS: list[tuple[str, str]] = [("source", STRING)]
 
 #: the files of a dataset directory
 PART_GLOB = "**/*.parquet"

@@ -10,8 +10,15 @@ with. Attribution is computed once per program and broadcast over the runs with 
 several workers it is computed in the parent before they fork (:func:`_warm`).
 
 Memory stays bounded: a worker holds one ETDump's table at a time and streams it into its own
-part file (:class:`pyarrow.parquet.ParquetWriter`); the parent only receives counts and reasons.
-A file that cannot be read is skipped with a one-line reason, never aborting the collection.
+staged part file (:class:`~.store.PartWriter`); the parent only receives counts, reasons and the
+staged part, which it commits into the dataset (:class:`~.store.Committer`). A file that cannot be
+read is skipped with a one-line reason, never aborting the collection.
+
+Idempotent: every dump's identity (sha256 of its bytes, with the metadata) is recorded in the part
+that holds its rows, and a dump the dataset already holds is not added again (``mode="skip"``, the
+default; ``"replace"`` swaps its rows, ``"append"`` adds them again). A collect killed at any point
+leaves a valid dataset, and running it again ends with exactly the rows of one clean collect; two
+collects into one dataset at once neither lose nor double a run (:mod:`.store` says how).
 
 Example::
 
@@ -19,6 +26,7 @@ Example::
     res = collect(["dumps/"], "fleet.parquet", meta={"device": "pixel7", "build": "n"},
                   etrecord="model.etrecord", pte="model.pte")
     res.events, res.skipped          # rows written, [(path, reason), ...]
+    res.runs_new, res.runs_present   # runs added, runs the dataset already held (left out)
 """
 
 from __future__ import annotations
@@ -34,7 +42,8 @@ import numpy as np
 
 from ..errors import EtlensError, MissingDataError
 from .attrs import attributions, block_key, inspector_blocks
-from .columns import COLUMNS, META_COLUMNS, ROW_GROUP, arrow_schema, occurrences, writer_options
+from .columns import COLUMNS, META_COLUMNS, arrow_schema, occurrences
+from .store import Committer, PartWriter, SourceInfo, StagedPart, Staging, content_id, fault, meta_key
 
 __all__ = ["CollectResult", "collect", "find_etdumps", "dump_rows", "reference_rows", "model_id",
            "ETDUMP_SUFFIXES", "record_at", "one_line"]
@@ -45,7 +54,8 @@ ETDUMP_SUFFIXES = (".etdp", ".etdump")
 
 @dataclass
 class CollectResult:
-    """What one ``collect`` did: files read, rows written, files skipped (with why), part files."""
+    """What one ``collect`` did: files read, rows written, files skipped (with why), part files, and
+    by identity: runs added, runs the dataset already held (left out, or swapped with ``replace``)."""
 
     dataset: str
     files: int = 0
@@ -53,10 +63,54 @@ class CollectResult:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    mode: str = "skip"
+    runs_new: int = 0
+    runs_present: int = 0
+    files_present: int = 0
+    runs_replaced: int = 0
 
     @property
     def events_per_s(self) -> float:
         return self.events / self.seconds if self.seconds else 0.0
+
+    def message(self) -> str:
+        """The one-line summary ``etlens collect`` prints."""
+        line = (f"collected {self.events} events from {self.files} files into {self.dataset} in {self.seconds:.2f} s: "
+                f"{self.runs_new} runs new, {self.runs_present} already present")
+        if self.runs_present and self.mode == "skip":
+            line += " (left out; --replace swaps them, --append-duplicates adds them again)"
+        if self.runs_replaced:
+            line += f", {self.runs_replaced} old runs replaced"
+        if self.skipped:
+            line += f"; {len(self.skipped)} skipped (reasons above)"
+        return line
+
+    def add_batch(self, out: BatchResult, committer: Committer) -> None:
+        """Count one batch's result and commit its staged part."""
+        self.files += out.files
+        self.files_present += len(out.present)
+        self.runs_present += sum(r for _, r in out.present)
+        self.skipped += out.skipped
+        if out.staged is not None:
+            added, dup, replaced = committer.commit(out.staged)
+            if added:
+                self.parts.append(os.path.join(self.dataset, out.staged.name))
+            self.events += sum(s.rows for s in added)
+            self.runs_new += sum(s.runs for s in added)
+            self.runs_present += sum(s.runs for s in dup)
+            self.files_present += len(dup)
+            self.runs_replaced += replaced
+
+
+@dataclass
+class BatchResult:
+    """What a worker did with one batch of dumps: files read, the staged part, files skipped (with why),
+    files already in the dataset (with their runs)."""
+
+    files: int = 0
+    staged: StagedPart | None = None
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    present: list[tuple[str, int]] = field(default_factory=list)
 
 
 def find_etdumps(inputs: Iterable[str]) -> list[str]:
@@ -208,36 +262,48 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}"
 
 
-def _ingest_batch(paths: list[str], part: str, record_path: str | None, meta: dict[str, str | None],
-                  extra_meta: list[str], compression: str) -> tuple[int, int, list[tuple[str, str]]]:
-    """Stream ``paths`` into the Parquet file ``part``; ``(files read, rows, [(path, reason)])``."""
-    import pyarrow.parquet as pq
+def _ingest_batch(paths: list[str], staged: str, name: str, record_path: str | None, meta: dict[str, str | None],
+                  extra_meta: list[str], compression: str, mode: str = "append",
+                  present: dict[tuple[str, str], int] | None = None) -> BatchResult:
+    """Stream ``paths`` into the staged part ``staged`` (to be committed as ``name``).
 
+    Each file is read once: its bytes are hashed (its identity, with ``meta``) and parsed. A file whose
+    identity is in ``present`` (``{(source, meta): runs}``, the dataset's before this collect; ``mode``
+    ``skip``) or already in this part (``skip`` / ``replace``) is counted, not parsed."""
     record = record_at(record_path)
-    writer = None
-    rows = files = 0
-    skipped: list[tuple[str, str]] = []
-    tmp = part + ".tmp"
+    mkey = meta_key(meta)
+    present = present or {}
+    writer = PartWriter(staged, name, compression)
+    out = BatchResult()
+    runs_of: dict[tuple[str, str], int] = {}
     try:
         for p in paths:
+            fault("parse")
             try:
-                table = dump_rows(p, record, meta, extra_meta)
+                with open(p, "rb") as f:
+                    data = f.read()
+            except OSError as exc:
+                out.skipped.append((p, one_line(exc)))
+                continue
+            key = (content_id(data), mkey)
+            if mode != "append" and (writer.seen(key) or (mode == "skip" and key in present)):
+                out.files += 1
+                out.present.append((p, runs_of[key] if writer.seen(key) else present[key]))
+                continue
+            try:
+                table = dump_rows(p, record, meta, extra_meta, data=data)
             except (EtlensError, OSError, ValueError, IndexError, KeyError, OverflowError) as exc:
-                skipped.append((p, one_line(exc)))
+                out.skipped.append((p, one_line(exc)))
                 continue
-            files += 1
-            if table.num_rows == 0:
-                continue
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, table.schema, **writer_options(table.schema, compression))
-            writer.write_table(table, row_group_size=ROW_GROUP)
-            rows += table.num_rows
-    finally:
-        if writer is not None:
-            writer.close()
-    if writer is not None:
-        os.replace(tmp, part)   # a part appears whole or not at all
-    return files, rows, skipped
+            out.files += 1
+            runs = len(np.unique(table["run"].to_numpy())) if table.num_rows else 0
+            runs_of[key] = runs
+            writer.add(table, SourceInfo(key[0], mkey, runs, table.num_rows, p))
+        out.staged = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    return out
 
 
 def _batches(paths: list[str], jobs: int, max_batch: int = 64) -> list[list[str]]:
@@ -251,13 +317,17 @@ def _batches(paths: list[str], jobs: int, max_batch: int = 64) -> list[list[str]
 
 def collect(inputs: Iterable[str], dataset: str, *, meta: dict[str, str] | None = None, etrecord: str | None = None,
             pte: str | None = None, jobs: int | None = None, progress: bool | None = None,
-            on_skip: Callable[[str, str], Any] | None = None, compression: str = "zstd") -> CollectResult:
-    """Append every profiling event of every run of ``inputs`` (files or directories) to ``dataset``.
+            on_skip: Callable[[str, str], Any] | None = None, compression: str = "zstd",
+            mode: str = "skip") -> CollectResult:
+    """Add every profiling event of every run of ``inputs`` (files or directories) to ``dataset``.
 
     ``meta``: constant columns for these files (``device``, ``build``, ``model`` or any key);
     ``etrecord``: attribute events to debug handles / nodes / module paths; ``pte``: the model id
     (sha256) unless ``meta`` names one. ``jobs``: worker processes (default: CPU count). Bad files
     are skipped and reported through ``on_skip(path, reason)`` and :attr:`CollectResult.skipped`.
+    ``mode``: what to do with a dump the dataset already holds under the same metadata — ``skip`` it
+    (default: collecting twice adds nothing), ``replace`` the rows of every dump with the same content,
+    or ``append`` them again (:mod:`.store`).
     """
     from .._progress import progress as bar
 
@@ -281,30 +351,31 @@ def collect(inputs: Iterable[str], dataset: str, *, meta: dict[str, str] | None 
     if os.path.exists(dataset) and not os.path.isdir(dataset):
         raise EtlensError(f"{dataset}: exists and is not a directory; a dataset is a directory of Parquet files")
     os.makedirs(dataset, exist_ok=True)
+    if os.environ.get("ETLENS_FAULT_AT"):
+        os.environ.setdefault("ETLENS_FAULT_PID", str(os.getpid()))   # a worker's fault kills the collect
     jobs = max(1, jobs or os.cpu_count() or 1)
     batches = _batches(paths, jobs)
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    parts = [os.path.join(dataset, f"part-{stamp}-{uuid.uuid4().hex[:10]}.parquet") for _ in batches]
-    res = CollectResult(dataset=dataset)
-    args = [(b, p, etrecord, meta, extra, compression) for b, p in zip(batches, parts)]
-    with bar(total=len(paths), desc="collect", unit="file", enabled=progress) as pbar:
-        def done(batch: list[str], part: str, out: tuple[int, int, list[tuple[str, str]]]) -> None:
-            files, rows, skipped = out
-            res.files += files
-            res.events += rows
-            if rows:
-                res.parts.append(part)
-            for path, reason in skipped:
-                res.skipped.append((path, reason))
+    names = [f"part-{stamp}-{uuid.uuid4().hex[:10]}.parquet" for _ in batches]
+    res = CollectResult(dataset=dataset, mode=mode)
+    with Staging(dataset) as staging:
+        committer = Committer(dataset, mode, staging)
+        present = {k: s.runs for k, s in committer.present().items()} if mode == "skip" else {}
+        args = [(b, staging.path(n), n, etrecord, meta, extra, compression, mode, present)
+                for b, n in zip(batches, names)]
+        with bar(total=len(paths), desc="collect", unit="file", enabled=progress) as pbar:
+            def done(batch: list[str], out: BatchResult) -> None:
+                res.add_batch(out, committer)
                 if on_skip is not None:
-                    on_skip(path, reason)
-            pbar.update(len(batch))
+                    for path, reason in out.skipped:
+                        on_skip(path, reason)
+                pbar.update(len(batch))
 
-        if jobs == 1 or len(batches) == 1:
-            for a in args:
-                done(a[0], a[1], _ingest_batch(*a))
-        else:
-            _parallel(args, jobs, done, warm=(paths[0], etrecord, meta, extra))
+            if jobs == 1 or len(batches) == 1:
+                for a in args:
+                    done(a[0], _ingest_batch(*a))
+            else:
+                _parallel(args, jobs, done, warm=(paths[0], etrecord, meta, extra))
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -329,12 +400,24 @@ def _parallel(args: list[tuple], jobs: int, done: Callable, warm: tuple | None =
     ctx = mp.get_context("fork") if fork else mp.get_context("spawn")
     if fork and warm is not None:
         _warm(*warm)
-    with ProcessPoolExecutor(max_workers=min(jobs, len(args)), mp_context=ctx) as pool:
+    with ProcessPoolExecutor(max_workers=min(jobs, len(args)), mp_context=ctx, initializer=_die_with_parent) as pool:
         futs = {pool.submit(_ingest_batch, *a): a for a in args}
         for fut in as_completed(futs):
             a = futs[fut]
             try:
                 out = fut.result()
             except Exception as exc:  # noqa: BLE001 - a worker that died: its files are reported, not lost
-                out = (0, 0, [(p, f"worker failed: {one_line(exc)}") for p in a[0]])
-            done(a[0], a[1], out)
+                out = BatchResult(skipped=[(p, f"worker failed: {one_line(exc)}") for p in a[0]])
+            done(a[0], out)
+
+
+def _die_with_parent() -> None:
+    """Pool initializer (Linux): a worker gets SIGKILL when the collect dies, so a killed collect leaves no
+    orphan still writing into its staging directory."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)    # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass

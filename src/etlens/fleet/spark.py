@@ -4,7 +4,9 @@
 by name) and the ``runs`` / ``ops`` views of :mod:`etlens.fleet.sql` in Spark's dialect, so a query
 gives the same rows as on DuckDB. ``etlens collect … --engine spark`` reads the ETDumps with
 ``binaryFiles``, parses each partition's files with etlens' own parser (:func:`~.ingest.dump_rows`,
-no torch needed on executors) and writes one Parquet part per partition into the dataset.
+no torch needed on executors) and writes one Parquet part per partition into the collect's staging
+directory; the driver commits them (:class:`~.store.Committer`: the same identities, ``skip`` /
+``replace`` / ``append`` and crash safety as the local engine).
 
 The session: ``local[*]`` unless ``$ETLENS_SPARK_MASTER`` (or ``spark-submit``'s ``--master``) says
 otherwise; one per process (:func:`session`). On a real cluster the dataset directory must be on a
@@ -89,46 +91,52 @@ def spark_query(dataset: str, sql: str) -> tuple[list[str], list[tuple]]:
     return list(df.columns), [tuple(r) for r in rows]
 
 
-def _partition(records: Iterator[tuple[str, bytes]], dataset: str, record_path: str | None,
-               meta: dict, extra: list[str]) -> Iterator[tuple[int, int, list[tuple[str, str]]]]:
-    """One Spark partition: parse its ETDumps and stream them into one Parquet part."""
-    import pyarrow.parquet as pq
-
-    from .columns import ROW_GROUP, writer_options
-    from .ingest import dump_rows, one_line, record_at
+def _partition(records: Iterator[tuple[str, bytes]], staging: str, record_path: str | None, meta: dict,
+               extra: list[str], mode: str, present: dict) -> Iterator[Any]:
+    """One Spark partition: its ETDumps into one staged part (:class:`~.ingest.BatchResult`, committed by the
+    driver)."""
+    from .ingest import BatchResult, dump_rows, one_line, record_at
+    from .store import PartWriter, SourceInfo, content_id, fault, meta_key
 
     record = record_at(record_path)
-    part = os.path.join(dataset, f"part-spark-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:10]}.parquet")
-    writer = None
-    files = rows = 0
-    skipped: list[tuple[str, str]] = []
+    name = f"part-spark-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:10]}.parquet"
+    writer = PartWriter(os.path.join(staging, name + ".tmp"), name)
+    out = BatchResult()
+    mkey = meta_key(meta)
+    runs_of: dict = {}
     try:
         for path, data in records:
             local = path[5:] if path.startswith("file:") else path
-            try:
-                table = dump_rows(local, record, meta, extra, data=bytes(data))
-            except (EtlensError, OSError, ValueError, IndexError, KeyError, OverflowError) as exc:
-                skipped.append((local, one_line(exc).replace("<etdump bytes>", local)))
+            data = bytes(data)
+            key = (content_id(data), mkey)
+            if mode != "append" and (writer.seen(key) or (mode == "skip" and key in present)):
+                out.files += 1
+                out.present.append((local, runs_of[key] if writer.seen(key) else present[key]))
                 continue
-            files += 1
-            if table.num_rows:
-                if writer is None:
-                    writer = pq.ParquetWriter(part + ".tmp", table.schema, **writer_options(table.schema))
-                writer.write_table(table, row_group_size=ROW_GROUP)
-                rows += table.num_rows
-    finally:
-        if writer is not None:
-            writer.close()
-    if writer is not None:
-        os.replace(part + ".tmp", part)
-    yield files, rows, skipped
+            try:
+                table = dump_rows(local, record, meta, extra, data=data)
+            except (EtlensError, OSError, ValueError, IndexError, KeyError, OverflowError) as exc:
+                out.skipped.append((local, one_line(exc).replace("<etdump bytes>", local)))
+                continue
+            out.files += 1
+            runs = len(set(table["run"].to_pylist())) if table.num_rows else 0
+            runs_of[key] = runs
+            writer.add(table, SourceInfo(key[0], mkey, runs, table.num_rows, local))
+            fault("spark-write")
+        out.staged = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    yield out
 
 
 def spark_collect(inputs: list[str], dataset: str, *, meta: dict[str, str] | None = None, etrecord: str | None = None,
-                  pte: str | None = None, partitions: int | None = None):
-    """:func:`etlens.fleet.ingest.collect` on Spark: ``binaryFiles`` → etlens' parser per partition → Parquet."""
+                  pte: str | None = None, partitions: int | None = None, mode: str = "skip"):
+    """:func:`etlens.fleet.ingest.collect` on Spark: ``binaryFiles`` → etlens' parser per partition → staged
+    Parquet parts → committed by this driver (``mode`` as in :func:`~etlens.fleet.ingest.collect`)."""
     from .columns import META_COLUMNS
     from .ingest import CollectResult, find_etdumps, model_id
+    from .store import Committer, Staging
 
     t0 = time.perf_counter()
     meta = dict(meta or {})
@@ -140,18 +148,22 @@ def spark_collect(inputs: list[str], dataset: str, *, meta: dict[str, str] | Non
         raise EtlensError("collect: no ETDumps found in " + ", ".join(inputs))
     os.makedirs(dataset, exist_ok=True)
     dataset = os.path.abspath(dataset)
-    spark = session()
-    sc = spark.sparkContext
-    n = partitions or max(1, min(len(paths), sc.defaultParallelism * 2))
-    uris = ",".join(os.path.abspath(p) for p in paths)
-    rdd = sc.binaryFiles(uris, minPartitions=n)
-    rec = os.path.abspath(etrecord) if etrecord else None
-    out = rdd.mapPartitions(lambda it: _partition(it, dataset, rec, meta, extra)).collect()
-    res = CollectResult(dataset=dataset)
-    for files, rows, skipped in out:
-        res.files += files
-        res.events += rows
-        res.skipped += skipped
+    if os.environ.get("ETLENS_FAULT_AT"):
+        os.environ.setdefault("ETLENS_FAULT_PID", str(os.getpid()))   # a task's fault kills the driver
+    res = CollectResult(dataset=dataset, mode=mode)
+    with Staging(dataset) as staging:
+        committer = Committer(dataset, mode, staging)
+        present = {k: s.runs for k, s in committer.present().items()} if mode == "skip" else {}
+        spark = session()
+        sc = spark.sparkContext
+        n = partitions or max(1, min(len(paths), sc.defaultParallelism * 2))
+        uris = ",".join(os.path.abspath(p) for p in paths)
+        rdd = sc.binaryFiles(uris, minPartitions=n)
+        rec = os.path.abspath(etrecord) if etrecord else None
+        where = staging.dir
+        outs = rdd.mapPartitions(lambda it: _partition(it, where, rec, meta, extra, mode, present)).collect()
+        for out in outs:
+            res.add_batch(out, committer)
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -166,16 +178,20 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE")
     c.add_argument("--etrecord")
     c.add_argument("--pte")
+    how = c.add_mutually_exclusive_group()
+    how.add_argument("--replace", action="store_true")
+    how.add_argument("--append-duplicates", action="store_true")
     q = sub.add_parser("query")
     q.add_argument("dataset")
     q.add_argument("sql")
     args = ap.parse_args(argv)
     if args.job == "collect":
         meta = dict(kv.split("=", 1) for kv in args.meta)
-        res = spark_collect(args.inputs, args.output, meta=meta, etrecord=args.etrecord, pte=args.pte)
+        mode = "replace" if args.replace else "append" if args.append_duplicates else "skip"
+        res = spark_collect(args.inputs, args.output, meta=meta, etrecord=args.etrecord, pte=args.pte, mode=mode)
         for path, reason in res.skipped:
             print(f"skipped {path}: {reason}", file=sys.stderr)
-        print(f"collected {res.events} events from {res.files} files into {res.dataset} ({len(res.skipped)} skipped)")
+        print(res.message())
         return 0
     cols, rows = spark_query(args.dataset, args.sql)
     for r in rows:
