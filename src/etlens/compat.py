@@ -40,6 +40,7 @@ __all__ = [
     "PerfData",
     "TimeScale",
     "RuntimeOutput",
+    "show",
 ]
 
 
@@ -139,6 +140,15 @@ class Inspector(_AnalysisInspector):
         use = self.pte is not None if by_node is None else by_node
         write_perfetto(self, path, self.attribution() if use else None)
 
+    def __repr__(self) -> str:
+        """One line (a notebook shows the summary and per-operator table, see :mod:`etlens.views.notebook`)."""
+        blocks = self.block_columns
+        runs = sum(len(b.runs) for b in blocks)
+        events = sum(len(b) for b in blocks)
+        extras = ", ".join(x for x, ok in (("ETRecord", self.record is not None),
+                                           ("debug buffer", self.has_debug_buffer)) if ok) or "no ETRecord"
+        return f"<etlens Inspector: {len(blocks)} block(s), {runs} run(s), {events} events; {extras}>"
+
     def summary_text(self, top: int = 5) -> str:
         """One paragraph: total time per block, top operators, delegated share of time."""
         from .views.tables import summary_paragraph
@@ -146,3 +156,54 @@ class Inspector(_AnalysisInspector):
         return summary_paragraph(self, top)
 
 # ===================================================================================== end Inspector
+
+
+# =====================================================================================================
+# Notebook display: etlens.show (the rich display itself is etlens.views.notebook)
+# =====================================================================================================
+def show(obj: Any, *, height: int | None = None, **options: Any) -> Any:
+    """Show ``obj`` as its offline page: inline in a notebook, else in a temporary HTML file.
+
+    ``obj``: anything with a view (a Graph, a list/dict of graphs, a pass trace, an artifact, the
+    delegation/memory/size/LLM results, a fleet comparison, a report result, an Inspector, a
+    DataFrame, or the path of an ``.html`` page). ``height``: the frame's height in px (resizable
+    anyway). ``options`` go to the graph viewer (``overlay={node: value}``, ``overlay_label=``, ``title=``).
+
+    In an IPython kernel (Jupyter, JupyterLab, VS Code, Colab) it displays the sandboxed frame and
+    returns ``None``. Anywhere else it writes the page to a temporary file, prints its path and
+    returns the path (open it in a browser). Objects of etlens show themselves in a notebook
+    without this call; ``show`` is for options, lists of graphs and other front ends.
+
+    Example::
+
+        etlens.show(graph, overlay={"aten_linear_default": 0.42}, overlay_label="ms", height=800)
+    """
+    import tempfile
+
+    from .report import ReportResult
+    from .views.notebook import Display, html_active, running_ipython
+
+    if isinstance(obj, Display):
+        shown = obj
+    elif isinstance(obj, ReportResult):
+        shown = Display(obj.page(), repr(obj), height or 820)
+    elif isinstance(obj, (str, os.PathLike)) and os.fspath(obj).lower().endswith((".html", ".htm")):
+        path = os.fspath(obj)
+        if not os.path.isfile(path):
+            raise EtlensError(f"etlens.show: {path}: no such file")
+        with open(path, encoding="utf-8") as f:
+            shown = Display(f.read(), f"<etlens page {os.path.basename(path)!r}>", height or 700)
+    else:
+        shown = Display.of(obj, height, **options)
+    ip = running_ipython()
+    if ip is not None and html_active(ip):
+        from IPython.display import display
+
+        display(shown)
+        return None
+    fd, path = tempfile.mkstemp(prefix="etlens-", suffix=".html")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(shown.page)
+    print(f"{shown.text}: wrote {path} (open it in a browser)")
+    return path
+

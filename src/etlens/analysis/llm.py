@@ -148,6 +148,11 @@ class LlmProfile:
     node_ms: dict[str, tuple[str, dict[str, float]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        """One line (a notebook shows the runs and classes charts, see :mod:`etlens.views.notebook`)."""
+        ph = ", ".join(f"{p} {s.runs} run(s) {s.tokens} token(s)" for p, s in self.phases.items() if s.runs)
+        return f"<etlens LlmProfile {self.method!r}: {len(self.runs)} runs ({ph or 'no phases'})>"
+
     def class_table(self) -> list[tuple[str, float, float, float, float]]:
         """Rows ``(class, prefill ms/token, decode ms/token, prefill share, decode share)``."""
         rows = []

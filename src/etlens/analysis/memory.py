@@ -36,6 +36,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,6 +161,13 @@ class MemoryReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "methods": [m.to_json() for m in self.methods]}
+
+    def __repr__(self) -> str:
+        """One line (a notebook shows the memory timeline, see :mod:`etlens.views.notebook`)."""
+        arenas = [a for m in self.methods for a in m.arenas]
+        peak = max((a.peak_live for a in arenas), default=0)
+        return (f"<etlens MemoryReport {os.path.basename(self.path)!r}: {len(self.methods)} method(s), "
+                f"{len(arenas)} arena(s), {sum(a.size for a in arenas):,} B planned, peak live {peak:,} B>")
 
     def method(self, name: str) -> MethodMemory:
         for m in self.methods:

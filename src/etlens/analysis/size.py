@@ -76,6 +76,13 @@ class SizeReport:
         return {"path": self.path, "total_bytes": self.total_bytes, "by_kind": self.by_kind(),
                 "parts": [p.to_json() for p in self.parts]}
 
+    def __repr__(self) -> str:
+        """One line (a notebook shows the treemap, see :mod:`etlens.views.notebook`)."""
+        kinds = sorted(self.by_kind().items(), key=lambda kv: -kv[1])[:3]
+        top = ", ".join(f"{k} {v:,} B" for k, v in kinds)
+        return (f"<etlens SizeReport {self.path.replace(chr(92), '/').rsplit('/', 1)[-1]!r}: "
+                f"{self.total_bytes:,} B in {len(self.parts)} parts ({top})>")
+
 
 def _user_labels(program: Any, etrecord: Any = None) -> dict[int, str]:
     """``{data_buffer_idx: "aten::addmm.out (fc1)"}``: who reads each constant, for naming it."""

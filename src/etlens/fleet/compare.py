@@ -42,7 +42,18 @@ from .stats import (DEFAULTS, IMPROVEMENT, MIN_SPEED_OPS, REGRESSION, cross_op_f
                     replicated_verdict, side_shift, state_loading, state_scores, t_pvalue,
                     unit_medians, unit_table, variance_prior, verdict)
 
-__all__ = ["Side", "compare", "load_side"]
+__all__ = ["Side", "compare", "load_side", "CompareResult"]
+
+
+class CompareResult(dict):
+    """What :func:`compare` returns: a plain dict (``rows``, ``modules``, ``summary``, ``samples``) whose
+    ``repr`` is one line (a notebook shows the compare page, see :mod:`etlens.views.notebook`)."""
+
+    def __repr__(self) -> str:
+        s = self.get("summary", {})
+        m = s.get("model_latency") or {}
+        return (f"<etlens CompareResult {s.get('a')!r} vs {s.get('b')!r}: {s.get('regressions')} regression(s), "
+                f"{s.get('improvements')} improvement(s) over {s.get('ops')} ops; whole model {m.get('verdict')}>")
 
 _KEY = ["block", "event_name", "debug_handles", "module_path", "occurrence"]
 
@@ -359,7 +370,7 @@ def compare(a: Side, b: Side, *, alpha: float = DEFAULTS["alpha"], min_effect: f
                "prior_spread": float(np.expm1(np.sqrt(stats.prior[0]))) if stats.replicated else None,
                "cross_op_floor": float(np.exp(stats.floor)),
                "noisy": noisy, "latency_by_group": _latency_groups(lat_a, lat_b), **stats.summary()}
-    return {"rows": rows, "modules": modules, "summary": summary, "samples": samples}
+    return CompareResult(rows=rows, modules=modules, summary=summary, samples=samples)
 
 
 def _fdr(rows: list[dict], fdr: float) -> None:

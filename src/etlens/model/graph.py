@@ -366,7 +366,10 @@ class Graph:
         return graph_from_json(data)
 
     def __repr__(self) -> str:
-        return f"Graph({self.name!r}, {len(self)} nodes)"
+        """One line (a plain shell prints it; a notebook shows the viewer, see :mod:`etlens.views.notebook`)."""
+        calls = sum(1 for n in self._nodes.values() if n.delegate is not None)
+        tail = f", {calls} delegate{'s' if calls != 1 else ''}" if calls else ""
+        return f"<etlens Graph {self.name!r}: {len(self)} nodes{tail}>"
 
 
 # -- the compact JSON form (docs/graph-json.md; etlens.model.graph_json re-exports it) ---------------

@@ -291,7 +291,11 @@ class Trace:
         return cls.loads(read_limited(path), where=path)
 
     def __repr__(self) -> str:
-        return f"Trace({self.model!r}, backend={self.backend!r}, {len(self.snapshots)} snapshots)"
+        """One line (a notebook shows the pass stepper, see :mod:`etlens.views.notebook`)."""
+        failed = self.failed
+        tail = f", failed at {failed.name!r}" if failed is not None else ""
+        return (f"<etlens Trace {self.model!r} · {self.backend}: {len(self.snapshots)} snapshots, "
+                f"{len(self.pass_names())} passes{tail}>")
 
 
 def _json_default(obj: Any) -> Any:

@@ -133,6 +133,12 @@ class DelegationInfo:
     source: str = ""
     notes: list[str] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        """One line (a notebook shows the summary and tables, see :mod:`etlens.views.notebook`)."""
+        backends = ", ".join(self.backends) or "no backend"
+        return (f"<etlens DelegationInfo: {self.num_delegated_subgraphs} delegated subgraph(s) ({backends}), "
+                f"{self.num_delegated_nodes} delegated node(s), {self.num_non_delegated_nodes} non-delegated>")
+
     # -- ExecuTorch-compatible views ------------------------------------------------------------
     def get_summary(self) -> str:
         """The three-line summary, word for word as ExecuTorch prints it."""

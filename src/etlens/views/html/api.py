@@ -11,12 +11,15 @@ from ...model.transforms import inlined_graph
 from .passes import normalize_snapshots, passes_payload
 from .payload import Strings, graph_payload
 from .payload_types import PAYLOAD_VERSION, OverlayScale, Payload
-from .render import write_page
+from .render import render_page
 
 __all__ = [
     "generate_html",
     "generate_multi_pass_html",
     "generate_compare_html",
+    "graph_page",
+    "passes_page",
+    "compare_page",
     "as_graph",
 ]
 
@@ -54,9 +57,25 @@ def generate_html(graph_data: Any, path: str | os.PathLike, *, overlay: Mapping[
     ``overlay_label`` and the value is printed on each node. A dict/list of several graphs opens
     the side-by-side compare view instead.
     """
+    return _write(graph_page(graph_data, overlay=overlay, overlay_label=overlay_label, title=title), path)
+
+
+def _write(page: str, path: str | os.PathLike) -> str:
+    path = os.fspath(path)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page)
+    except OSError as exc:
+        raise EtlensError(f"{path}: cannot write the HTML file ({exc.strerror or exc})") from exc
+    return path
+
+
+def graph_page(graph_data: Any, *, overlay: Mapping[str, Any] | None = None, overlay_label: str | None = None,
+               title: str | None = None) -> str:
+    """The page :func:`generate_html` writes, as a string (the notebook display embeds it)."""
     if isinstance(graph_data, (list, tuple)) or (isinstance(graph_data, dict) and "schema" not in graph_data
                                                  and all(isinstance(v, Graph) for v in graph_data.values())):
-        return generate_compare_html(graph_data, path, title=title)
+        return compare_page(graph_data, title=title)
     graph = as_graph(graph_data)
     strings = Strings()
     gp = graph_payload(graph, strings, overlay=dict(overlay) if overlay is not None else None)
@@ -64,7 +83,7 @@ def generate_html(graph_data: Any, path: str | os.PathLike, *, overlay: Mapping[
                         "graphs": [gp], "strings": strings.table}
     if overlay is not None:
         payload["overlay"] = _overlay_meta(gp["nodes"]["overlay"], overlay_label)
-    return write_page(payload, path)
+    return render_page(payload)
 
 
 def generate_multi_pass_html(trace: Any, path: str | os.PathLike, *, title: str | None = None) -> str:
@@ -75,13 +94,18 @@ def generate_multi_pass_html(trace: Any, path: str | os.PathLike, *, title: str 
     with :func:`etlens.model.diff.diff_graphs`). Positions stay fixed across passes; added, rewritten
     and removed nodes are marked; a failed pass shows a banner with its traceback.
     """
+    return _write(passes_page(trace, title=title), path)
+
+
+def passes_page(trace: Any, *, title: str | None = None) -> str:
+    """The page :func:`generate_multi_pass_html` writes, as a string."""
     snaps = normalize_snapshots(trace)
     strings = Strings()
     gp = passes_payload(snaps, strings)
     name = title or _get_title(trace) or snaps[-1].graph.name
     payload: Payload = {"version": PAYLOAD_VERSION, "mode": "passes", "title": name, "graphs": [gp],
                         "strings": strings.table}
-    return write_page(payload, path)
+    return render_page(payload)
 
 
 def _get_title(trace: Any) -> str | None:
@@ -130,6 +154,11 @@ def generate_compare_html(graphs: Any, path: str | os.PathLike, *, title: str | 
     matched by lineage (``from_node`` root), then shared debug handles, then name
     (:func:`etlens.model.diff.match_nodes`).
     """
+    return _write(compare_page(graphs, title=title), path)
+
+
+def compare_page(graphs: Any, *, title: str | None = None) -> str:
+    """The page :func:`generate_compare_html` writes, as a string."""
     from ...model.diff import match_nodes
 
     named = _named_graphs(graphs)
@@ -164,4 +193,4 @@ def generate_compare_html(graphs: Any, path: str | os.PathLike, *, title: str | 
     payload: Payload = {"version": PAYLOAD_VERSION, "mode": "compare",
                         "title": title or " → ".join(n for n, _ in named), "graphs": gps, "matches": match,
                         "strings": strings.table}
-    return write_page(payload, path)
+    return render_page(payload)
