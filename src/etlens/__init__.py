@@ -52,8 +52,8 @@ _EXPORTS: dict[str, str] = {
     "visualize_edge_manager": "etlens.compat",
     # pass tracer
     "trace_passes": "etlens.passes.tracer",
-    "register_backend": "etlens.passes.backends",
-    "BackendConfig": "etlens.passes.backends",
+    "register_backend": "etlens.build.backends",
+    "BackendConfig": "etlens.build.backends",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

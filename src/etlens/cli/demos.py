@@ -16,7 +16,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..passes.demos import DEMOS
+    from ..build.demos import DEMOS
 
     if args.format == "json":  # {name: description}, as before
         text = json.dumps({name: desc for name, (_, desc) in DEMOS.items()}, indent=2)

@@ -67,11 +67,11 @@ def run(args) -> int:
         for flag in ("etrecord", "debug_buffer", "pte", "trace"):
             if getattr(args, flag):
                 raise EtlensError(f"--{flag.replace('_', '-')} goes with --etdump, not with --demo/--model")
-        from ..passes.loader import load_model, model_title
+        from ..build.loader import load_model, model_title
         from ..report import report_from_model
 
         from ..model.spans import span
-        from ..passes.session import start_worker
+        from ..build.session import start_worker
 
         spec = model_spec(args)
         # the native child imports torch + the backend while the user's model loads here

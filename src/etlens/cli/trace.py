@@ -42,7 +42,7 @@ def register(sub) -> None:
 
 
 def _list_backends() -> int:
-    from ..passes.backends import available_backends, get_backend
+    from ..build.backends import available_backends, get_backend
 
     for name, reason in available_backends().items():
         cfg = get_backend(name)
@@ -60,7 +60,7 @@ def _runtime_note(trace, pte: str) -> str | None:
     The operators are those of the trace's last snapshot (the program the ``.pte`` holds), spelled
     as ExecuTorch's operator table spells them (``cortex_m::quantized_linear.out``).
     """
-    from ..passes.worker import Worker
+    from ..build.worker import Worker
 
     last = trace.snapshots[-1].graph
     ops = sorted({"::".join(n.target.split(".", 1)) for n in last
@@ -79,14 +79,14 @@ def _runtime_note(trace, pte: str) -> str | None:
 
 
 def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
-    """Run ``pte`` in the ExecuTorch runtime (a child process, see :mod:`etlens.passes.runner`) and
+    """Run ``pte`` in the ExecuTorch runtime (a child process, see :mod:`etlens.build.runner`) and
     compare its outputs with ``model``'s."""
     import tempfile
 
     import torch
 
-    from ..passes.inputs import as_args, flatten_inputs
-    from ..passes.runner import run_program
+    from ..build.inputs import as_args, flatten_inputs
+    from ..build.runner import run_program
 
     inputs = as_args(inputs)
     if cfg.prepare_inputs is not None and quantize:  # the layout trace_passes exported with
@@ -111,8 +111,8 @@ def run(args) -> int:
         raise EtlensError("etlens trace: give --model FILE.py:FN (or MODULE:FN) or --demo NAME; see 'etlens demos'")
     if args.model and args.demo:
         raise EtlensError("etlens trace: give --model or --demo, not both")
-    from ..passes.backends import get_backend
-    from ..passes.loader import load_model
+    from ..build.backends import get_backend
+    from ..build.loader import load_model
     from ..passes.tracer import trace_passes
 
     get_backend(args.backend).check_available()  # fail before building the model

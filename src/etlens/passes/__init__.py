@@ -1,11 +1,13 @@
-"""Pass tracing, backend registry, debug-handle provenance and int8-I/O passes.
+"""Pass tracing, debug-handle provenance and int8-I/O passes.
 
 * :mod:`.tracer` — :func:`trace_passes`: compile a model stage by stage, a snapshot after each pass;
-* :mod:`.backends` — :class:`BackendConfig`, :func:`register_backend` (aten, xnnpack, cortex_m, …):
-  the one source of quantizer, partitioners and pass list for every flow;
-* :mod:`.quantize` — :func:`quantize_pt2e`, the pt2e step the tracer and the report share;
+* :mod:`.snapshot` — a graph snapshot of a module / program, diffs and handle bookkeeping;
 * :mod:`.debug_handles` — generation, propagation and validation of debug handles;
 * :mod:`.quantize_io` — :class:`QuantizeInputs` / :class:`QuantizeOutputs` (fully-int8 I/O).
+
+The build itself (export, quantize, lower, run; the backend registry) is :mod:`etlens.build`;
+``BackendConfig``, ``register_backend``, ``get_backend``, ``available_backends``, ``backend_names``
+and ``quantize_pt2e`` are still importable from here (they are :mod:`etlens.build`'s).
 
 Names are imported lazily so ``import etlens.passes`` stays cheap.
 """
@@ -17,13 +19,13 @@ from typing import Any
 
 _EXPORTS = {
     "trace_passes": ".tracer",
-    "BackendConfig": ".backends",
-    "PassSpec": ".backends",
-    "register_backend": ".backends",
-    "get_backend": ".backends",
-    "available_backends": ".backends",
-    "backend_names": ".backends",
-    "quantize_pt2e": ".quantize",
+    "BackendConfig": "etlens.build.backends",
+    "PassSpec": "etlens.build.backends",
+    "register_backend": "etlens.build.backends",
+    "get_backend": "etlens.build.backends",
+    "available_backends": "etlens.build.backends",
+    "backend_names": "etlens.build.backends",
+    "quantize_pt2e": "etlens.build.quantize",
     "QuantizeInputs": ".quantize_io",
     "QuantizeOutputs": ".quantize_io",
     "generate_debug_handles": ".debug_handles",

@@ -49,7 +49,7 @@ class ReportResult:
     data: ReportData | None = None
     #: share of the run time spent in delegate calls (0-1; None when unknown)
     delegated_share: float | None = None
-    #: the :class:`~etlens.passes.session.BuildSession` that built the model (``report_from_model``)
+    #: the :class:`~etlens.build.session.BuildSession` that built the model (``report_from_model``)
     session: Any = None
 
 
@@ -65,7 +65,7 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
 
     ``on_stage(name)`` (optional) is told when ``analyze`` (Inspector, numerics, delegation) and
     ``render`` start. ``inside`` (from :func:`report_from_model`) holds the per-op values inside the
-    delegates (:mod:`etlens.report.inside`).
+    delegates (:mod:`etlens.build.inside`).
     """
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     os.makedirs(out_dir, exist_ok=True)
@@ -78,7 +78,7 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
     with span("analyze"):
         data = collect(inputs)
     if inside is not None:  # per-op values inside delegates (report.inside), from report_from_model
-        from .inside.section import attach
+        from .inside_section import attach
 
         attach(data, inside)
     if on_stage is not None:
@@ -108,21 +108,21 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
 
     Stages (one progress bar on a terminal): ``export`` [``quantize``] ``lower`` ``run`` x ``runs``
     [``inside the delegates``] ``analyze`` ``render``, the steps of one
-    :class:`~etlens.passes.session.BuildSession` (export, quantize, lower once; with ``trace`` the
+    :class:`~etlens.build.session.BuildSession` (export, quantize, lower once; with ``trace`` the
     pass tracer records while that one lowering goes, in the session's worker child).
-    The user's code runs here (its errors: :class:`~etlens.report.pipeline.ModelError` naming the
+    The user's code runs here (its errors: :class:`~etlens.build.pipeline.ModelError` naming the
     stage and the user's frame); lowering and the runtime run in a child process (a native abort
     becomes an :class:`~etlens.errors.EtlensError`).
     ``debug_buffer_size`` (bytes; ``None``: sized from the program) is the runtime's buffer for
     intermediate outputs; ``verbose`` shows the children's logs. ``inside_delegates`` (default on):
     also lower + run an instrumented build and show the per-op values inside each delegate
-    (:mod:`etlens.report.inside`). ``worker``: a child already started for this backend
-    (:func:`etlens.passes.session.start_worker`; the CLI starts it before loading the model), used
+    (:mod:`etlens.build.inside`). ``worker``: a child already started for this backend
+    (:func:`etlens.build.session.start_worker`; the CLI starts it before loading the model), used
     and closed by the report.
     """
     from .._progress import StageBar
-    from ..passes.session import BuildSession
-    from .pipeline import require_executorch
+    from ..build.session import BuildSession
+    from ..build.pipeline import require_executorch
 
     require_executorch("lowering")
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
@@ -145,7 +145,7 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
 
             warm.append(prewarm())
             if inside_delegates and not session.in_process:  # needs only the export: done while the child lowers
-                from .inside.section import InsideRace
+                from .inside_section import InsideRace
 
                 race.append(InsideRace(session, metric=metric, threshold=gap_threshold, verbose=verbose))
 
@@ -171,7 +171,7 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
         inside = None
         if inside_delegates:
             on_stage("inside the delegates")
-            from .inside.section import run_for_report
+            from .inside_section import run_for_report
 
             with span("inside the delegates"):
                 inside = (race.pop().result() if race else

@@ -29,7 +29,7 @@ _PREWARM = ("pandas", "etlens.analysis.inspector", "etlens.analysis.inspector.me
             "etlens.views.html", "etlens.views.perfetto", "etlens.views.treemap", "etlens.views.icicle",
             "etlens.views.memory_timeline", "etlens.views.llm", "etlens.views.allocations", "etlens.views.text",
             "etlens.report.page", "etlens.report.memory_section", "etlens.report.llm_section",
-            "etlens.report.inside.section")
+            "etlens.report.inside_section")
 
 
 def prewarm() -> Any:

@@ -177,7 +177,7 @@ def _module_time_section(data: ReportData) -> Section:
 def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str]) -> ReportPage:
     from ..views.html import generate_html, generate_multi_pass_html
 
-    from .inside import section as inside
+    from . import inside_section as inside
 
     inputs = data.inputs
     page = ReportPage(title=inputs.title, subtitle=inputs.subtitle, cards=_cards(data), notes=list(data.notes))

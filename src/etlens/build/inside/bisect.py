@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...passes.inputs import args_for
+from ..inputs import args_for
 from .graph import Exposure, instrument, value_of
 
 __all__ = ["bisect_first_crossing"]

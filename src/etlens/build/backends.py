@@ -3,8 +3,8 @@
 A :class:`BackendConfig` says how to quantize (optional), which edge compile config to use, where
 the backend's pass list comes from (so the tracer can run and snapshot the passes one at a time),
 and how to partition/lower. It is the only place that knows this: the pass tracer, the report's
-build-and-run (:mod:`etlens.report.pipeline`) and the shared quantization step
-(:func:`etlens.passes.quantize.quantize_pt2e`) all ask it. Everything that touches ExecuTorch is a
+build-and-run (:mod:`etlens.build.pipeline`) and the shared quantization step
+(:func:`etlens.build.quantize.quantize_pt2e`) all ask it. Everything that touches ExecuTorch is a
 factory called lazily, so the registry imports nothing heavy and the ``aten`` backend works without
 ExecuTorch installed.
 
@@ -144,7 +144,7 @@ class BackendConfig:
                 f"The 'aten' backend needs only PyTorch.")
 
     def quantizer(self) -> Any:
-        """A fresh pt2e ``Quantizer`` for this backend (see :func:`etlens.passes.quantize.quantize_pt2e`).
+        """A fresh pt2e ``Quantizer`` for this backend (see :func:`etlens.build.quantize.quantize_pt2e`).
 
         Raises :class:`EtlensError` when the backend has no quantizer.
         """

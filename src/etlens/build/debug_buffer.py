@@ -13,7 +13,7 @@ references, so a generous buffer costs memory in the child, not disk.
 
 Example::
 
-    from etlens.passes.debug_buffer import debug_buffer_bytes
+    from etlens.build.debug_buffer import debug_buffer_bytes
     debug_buffer_bytes("model.pte", runs=5)      # bytes to give the runtime
 """
 

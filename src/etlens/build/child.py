@@ -1,9 +1,9 @@
-"""The child side of :class:`etlens.passes.worker.Worker`: read job files, run them, answer.
+"""The child side of :class:`etlens.build.worker.Worker`: read job files, run them, answer.
 
-Started as ``python -c "from etlens.passes.child import main; main()"``. It reads job file paths
+Started as ``python -c "from etlens.build.child import main; main()"``. It reads job file paths
 from stdin, one a line (an empty line: stop), runs each job by its name in :data:`JOBS` and
 answers on its stdout — which it keeps for the protocol alone (``stage``, ``size``, ``run``,
-``done`` / ``failed``; see :mod:`etlens.passes.worker`) while anything else printed goes to stderr,
+``done`` / ``failed``; see :mod:`etlens.build.worker`) while anything else printed goes to stderr,
 the worker's log. A Python error in a job is written to the job's ``error.json`` and answered
 ``failed``; the child then takes the next job. A native abort ends the child; the parent reads the
 cause from the log.
@@ -87,7 +87,7 @@ def load_op_libraries(job: dict[str, Any]) -> None:
     """Load the operator libraries ``job`` needs before it lowers or runs anything (the one place).
 
     ``job["quantized"]``: ``True`` loads ExecuTorch's quantized kernels (``quantized_decomposed``
-    out variants; needed to lower and to run int8 programs). Then :func:`etlens.passes.oplibs.load_for`
+    out variants; needed to lower and to run int8 programs). Then :func:`etlens.build.oplibs.load_for`
     loads whatever the program to lower (``ep``) or to run (``pte``) calls (``llama::*``,
     ``torchao::*``, ``quantized_decomposed::*`` …).
     """
@@ -122,7 +122,7 @@ def lower(job: dict[str, Any], proto: Any) -> dict[str, Any]:
     result: dict[str, Any] = {"traced_lowering": False}
     trace_job = job.get("trace")
     if trace_job:
-        from .tracer import PipelineTracer, lowering_stages
+        from ..passes.tracer import PipelineTracer, lowering_stages
 
         proto.write("stage trace\n")
         t = PipelineTracer.resume(cfg, Trace.load(trace_job["seed"]), trace_job["ids"],

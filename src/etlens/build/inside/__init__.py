@@ -8,7 +8,7 @@ quantize-dequantize-simulated graph's (kernel error alone). See docs/inside-dele
 
 Example::
 
-    from etlens.report.inside import inside_delegates
+    from etlens.build.inside import inside_delegates
     res = inside_delegates(model, inputs, backend="xnnpack", quantize=True, metric="SNR", threshold=20)
     print(res.to_text())
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from etlens.report.inside.graph import capture, instrument, plan
+from etlens.build.inside.graph import capture, instrument, plan
 
 
 class Net(torch.nn.Module):

@@ -5,11 +5,11 @@
 1. the float model is exported and run in torch, keeping every node's value (the end-to-end
    reference);
 2. with ``quantize=True`` the model is pt2e-quantized once with the backend's quantizer
-   (:func:`etlens.report.pipeline.quantize_pt2e`, the shared step);
+   (:func:`etlens.build.pipeline.quantize_pt2e`, the shared step);
 3. the *production* program is lowered and run as is (one plain lower + run cycle: the time
    anchor and the observer-effect baseline);
 4. the *instrumented* program — the same graph returning every exposable value as an extra output
-   (:mod:`etlens.report.inside.graph`) — is lowered with the same partitioner and run; each extra
+   (:mod:`etlens.build.inside.graph`) — is lowered with the same partitioner and run; each extra
    output is the value the backend's kernels computed inside the delegate. Run in torch, the same
    instrumented graph gives the quantize-dequantize-simulated reference (kernel error alone);
 5. rows pair every value with its references through the float graph's node names and debug
@@ -23,9 +23,9 @@ half is built on its own, down to single values; a value that cannot be exposed 
 ``method["unexposed"]`` with the error.
 
 All lowering and running happens in one child process, a
-:class:`~etlens.passes.worker.Worker` (``import torch`` + executorch paid once for every
+:class:`~etlens.build.worker.Worker` (``import torch`` + executorch paid once for every
 cycle; a native abort fails a cycle, never the user's process). Given a
-:class:`~etlens.passes.session.BuildSession` (``session=``, as ``etlens report`` does), the float
+:class:`~etlens.build.session.BuildSession` (``session=``, as ``etlens report`` does), the float
 export, the quantized module and the worker are the session's: nothing is exported, quantized or
 started again. The worker records each program
 output's edge name at partition time, so a backend error naming a node ("Output node
@@ -34,7 +34,7 @@ output's edge name at partition time, so a backend error naming a node ("Output 
 Example::
 
     from etlens.demos import get_demo
-    from etlens.report.inside import inside_delegates
+    from etlens.build.inside import inside_delegates
 
     model, inputs = get_demo("mlp")
     res = inside_delegates(model, inputs, quantize=True, metric="SNR", threshold=20)
@@ -50,7 +50,7 @@ from typing import Any
 
 from ...model.spans import span
 from ...errors import EtlensError
-from ...passes.inputs import args_for, as_args
+from ..inputs import args_for, as_args
 from .graph import Exposure, capture, instrument, plan, value_of
 from .result import InsideResult
 
@@ -76,7 +76,7 @@ def _flat(outputs: Any) -> list:
 
 
 class _Cycles:
-    """Lower + run cycles in one :class:`~etlens.passes.worker.Worker` child, counted, timed, with a bar.
+    """Lower + run cycles in one :class:`~etlens.build.worker.Worker` child, counted, timed, with a bar.
 
     Each cycle exports the graph here (torch only), saves it, and has the worker lower it for the
     backend and run it once (no ETRecord, no ETDump: the values come back as program outputs). The
@@ -86,7 +86,7 @@ class _Cycles:
 
     def __init__(self, backend: Any, inputs: tuple, bar: Any, *, quantized: bool, verbose: bool = False,
                  worker: Any = None) -> None:
-        from ...passes.worker import Worker
+        from ..worker import Worker
 
         self.backend, self.inputs, self.bar, self.quantized = backend, inputs, bar, quantized
         self.count, self.seconds, self.each = 0, 0.0, []
@@ -100,7 +100,7 @@ class _Cycles:
         """Lower ``gm`` and run it once; return ``(flat outputs, where each output was computed)``.
 
         ``where``: per output ``(inside a delegate, backend id, delegate index)``. A failure raises
-        the worker's :class:`~etlens.passes.worker.NativeStageError`, whose ``details`` name the
+        the worker's :class:`~etlens.build.worker.NativeStageError`, whose ``details`` name the
         program's outputs as the backend's error messages do.
         """
         import torch
@@ -230,7 +230,7 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
 
     Args:
         model: an ``nn.Module``; ``inputs``: its example inputs (a tuple of tensors).
-        backend: a registered backend name or :class:`~etlens.passes.backends.BackendConfig`.
+        backend: a registered backend name or :class:`~etlens.build.backends.BackendConfig`.
         quantize: pt2e-quantize with the backend's quantizer first (``calibration``: input tuples).
         metric / threshold: the metric of each row's ``gap`` and the first-divergence threshold.
         bisect: also confirm the first crossing with a bisect of single-value builds (needs
@@ -240,18 +240,18 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
         progress: show a bar over the lower + run cycles (default: when stderr is a terminal).
         observe: also lower + run the production program (the observer-effect baseline and the
             time anchor); ``False`` saves that cycle.
-        session: a :class:`~etlens.passes.session.BuildSession` of this model, backend and
+        session: a :class:`~etlens.build.session.BuildSession` of this model, backend and
             quantization: its export, quantized module and worker child are reused.
         prepared: :func:`prepare`'s result for ``session`` (computed while the session's child
             lowered): the float reference values and the exported instrumented program are reused.
-        worker: the :class:`~etlens.passes.worker.Worker` whose child lowers and runs the builds
+        worker: the :class:`~etlens.build.worker.Worker` whose child lowers and runs the builds
             (default: ``session``'s, else one started for this call).
     """
     import torch
 
     from ..._progress import progress as bar
     from ...analysis.comparators import get_comparator
-    from ...passes.backends import get_backend
+    from ..backends import get_backend
     from ..pipeline import quantize_pt2e
 
     if bisect and threshold is None:
@@ -402,7 +402,7 @@ def _stats(value: Any) -> dict[str, float]:
 
 
 def _order(e: Exposure) -> int:
-    """Graph order of the exposure (set by :func:`~etlens.report.inside.graph.plan`)."""
+    """Graph order of the exposure (set by :func:`~etlens.build.inside.graph.plan`)."""
     return int(e.meta.get("order", 0))
 
 

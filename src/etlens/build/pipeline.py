@@ -8,16 +8,16 @@ ExecuTorch runtime with ETDump and a debug buffer (so intermediate outputs are l
 Where each step runs: the user's code (export, pt2e quantization with calibration) runs in this
 process, so its errors carry the user's frame (:class:`ModelError`: ``export of build() failed at
 export: …  (models.py:12 in forward)``); ExecuTorch's native work — lowering + ``to_executorch`` and
-the runtime — runs in child processes (:mod:`etlens.passes.runner`), so a native abort (a full
+the runtime — runs in child processes (:mod:`etlens.build.runner`), so a native abort (a full
 debug buffer, a kernel check) becomes an :class:`~etlens.errors.EtlensError` naming the stage, the
 cause and the flag to change instead of killing this process. The debug buffer is sized from the
-written ``.pte`` (:func:`etlens.passes.runner.debug_buffer_bytes`) unless ``debug_buffer_size`` is
+written ``.pte`` (:func:`etlens.build.runner.debug_buffer_bytes`) unless ``debug_buffer_size`` is
 given.
 
 Needs the ``executorch`` extra. Example::
 
     from etlens.demos import get_demo
-    from etlens.report.pipeline import build_and_run
+    from etlens.build.pipeline import build_and_run
 
     model, inputs = get_demo("cnn")
     arts = build_and_run(model, inputs, "out/", name="cnn", backend="xnnpack", runs=5)
@@ -31,8 +31,8 @@ import tempfile
 from typing import Any, Callable
 
 from ..errors import BackendUnavailableError
-from ..passes.loader import ModelError
-from ..passes.session import DeviceArtifacts
+from .loader import ModelError
+from .session import DeviceArtifacts
 
 __all__ = ["DeviceArtifacts", "ModelError", "quantize_pt2e", "lower", "run_with_etdump", "build_and_run"]
 
@@ -61,11 +61,11 @@ def require_executorch(what: str) -> None:
 def quantize_pt2e(model, inputs, quantizer=None, *, backend: str | Any = "xnnpack", calibration=None):
     """pt2e-quantize ``model`` with ``backend``'s quantizer (default: XNNPACK, symmetric int8 per-channel).
 
-    A thin wrapper over :func:`etlens.passes.quantize.quantize_pt2e` (the step the pass tracer runs
+    A thin wrapper over :func:`etlens.build.quantize.quantize_pt2e` (the step the pass tracer runs
     too) that says what to install when ExecuTorch is missing.
     """
     require_executorch("quantization")
-    from ..passes.quantize import quantize_pt2e as _quantize
+    from .quantize import quantize_pt2e as _quantize
 
     return _quantize(model, inputs, backend, calibration=calibration, quantizer=quantizer)
 
@@ -75,7 +75,7 @@ _PORTABLE = ("", "portable", "none")
 
 
 def _backend(backend: str | Any | None) -> Any:
-    from ..passes.backends import get_backend
+    from .backends import get_backend
 
     return get_backend("portable" if backend is None or backend in _PORTABLE else backend)
 
@@ -84,7 +84,7 @@ def lower(model, inputs, *, delegate: bool = True, quant: bool = False, backend:
           partitioners: list | None = None):
     """Export and lower; return ``(exported_program, edge_manager, executorch_manager)``.
 
-    ``backend`` (a registered backend name or :class:`~etlens.passes.backends.BackendConfig`;
+    ``backend`` (a registered backend name or :class:`~etlens.build.backends.BackendConfig`;
     ``'portable'``: no partitioner) wins over the older ``delegate`` flag when given. Its
     :class:`BackendConfig` supplies the quantizer (``quant=True``) and the partitioners.
     """
@@ -114,9 +114,9 @@ def _has_quantized_nodes(ep: Any) -> bool:
 def _load_quantized_kernels(ep: Any) -> None:
     """Register the operator libraries ``ep`` calls (quantized out variants, ``llama::*``).
 
-    The one home of that decision is :mod:`etlens.passes.oplibs`.
+    The one home of that decision is :mod:`etlens.build.oplibs`.
     """
-    from ..passes import oplibs
+    from . import oplibs
 
     oplibs.load_for(ep)
 
@@ -127,10 +127,10 @@ def run_with_etdump(pte_bytes: bytes, inputs, runs: int, etdump_path: str, debug
     """Run ``runs`` times in the ExecuTorch runtime (a child process) with ETDump and a debug buffer.
 
     ``debug_buffer_size=None`` sizes the buffer from the program
-    (:func:`etlens.passes.runner.debug_buffer_bytes`). Returns the outputs of the last run.
+    (:func:`etlens.build.runner.debug_buffer_bytes`). Returns the outputs of the last run.
     """
     require_executorch("running a program")
-    from ..passes.runner import run_program
+    from .runner import run_program
 
     with tempfile.TemporaryDirectory(prefix="etlens-pte-") as tmp:
         pte = os.path.join(tmp, "program.pte")
@@ -149,14 +149,14 @@ def build_and_run(model, inputs, out_dir: str, *, name: str = "model", backend: 
 
     Stages, each announced to ``on_stage``: ``export`` and ``quantize`` run the user's model in this
     process (errors: :class:`ModelError` with the user's frame); ``lower`` and ``run`` are jobs of
-    one worker child (:mod:`etlens.passes.worker`; ``on_run(i)`` after each run).
+    one worker child (:mod:`etlens.build.worker`; ``on_run(i)`` after each run).
     ``debug_buffer_size`` (bytes) overrides the size computed from the program; ``verbose`` shows
-    the child's logs. A backend given as a :class:`~etlens.passes.backends.BackendConfig` object
+    the child's logs. A backend given as a :class:`~etlens.build.backends.BackendConfig` object
     (not a registered name) is lowered in this process: a child cannot rebuild it. The steps are a
-    :class:`~etlens.passes.session.BuildSession`'s (use one directly to also trace the passes).
+    :class:`~etlens.build.session.BuildSession`'s (use one directly to also trace the passes).
     """
     require_executorch("lowering")
-    from ..passes.session import BuildSession
+    from .session import BuildSession
 
     with BuildSession(model, inputs, name=name, backend=backend, quantize=quantize, verbose=verbose,
                       on_stage=on_stage) as session:

@@ -1,6 +1,6 @@
 """The answer of the inside-the-delegate analysis: rows, first divergence, observer effect, method.
 
-:class:`InsideResult` is what :func:`etlens.report.inside.inside_delegates` returns; ``to_dict()``
+:class:`InsideResult` is what :func:`etlens.build.inside.inside_delegates` returns; ``to_dict()``
 is the ``etlens gap --inside-delegates --format json`` document (names kept stable)::
 
     {"metric": "SNR", "threshold": 20.0, "backend": "xnnpack", "quantized": true,

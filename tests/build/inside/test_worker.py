@@ -8,9 +8,9 @@ import signal
 import pytest
 
 from etlens.errors import EtlensError
-from etlens.passes.worker import NativeStageError, Worker
-from etlens.report.inside.engine import _named_in_error
-from etlens.report.inside.graph import Exposure
+from etlens.build.worker import NativeStageError, Worker
+from etlens.build.inside.engine import _named_in_error
+from etlens.build.inside.graph import Exposure
 from tests.conftest import requires_executorch
 
 

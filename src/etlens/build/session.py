@@ -9,16 +9,16 @@ inside-the-delegates view. A session owns all of it and does each step once:
   is the float reference of the inside view;
 * **quantize** — pt2e from that same export (:attr:`quantized_module`, no second capture), then
   one export of the quantized module (:attr:`program`: what is lowered);
-* **lower** — once, in the session's worker child (:class:`~etlens.passes.worker.Worker`): with
+* **lower** — once, in the session's worker child (:class:`~etlens.build.worker.Worker`): with
   ``trace=True`` the pass tracer records its snapshots *while* that lowering goes — the trace's
   ``lower`` stage is the production lowering whose ``to_executorch`` becomes the ``.pte`` — and the
   ``quantize`` / ``export`` snapshots come from this process's objects (:meth:`build`);
 * **run** — in the same child (``import torch`` + executorch paid once);
 * the inside view's instrumented builds reuse :attr:`exported` / :attr:`quantized_module` and the
-  same worker (:func:`etlens.report.inside.inside_delegates` with ``session=``).
+  same worker (:func:`etlens.build.inside.inside_delegates` with ``session=``).
 
 The user's code (export, calibration) runs in this process, so its errors are
-:class:`~etlens.passes.loader.ModelError` naming the stage and the user's frame; native work
+:class:`~etlens.build.loader.ModelError` naming the stage and the user's frame; native work
 runs in the child. ``counts`` records how often each step ran (tests assert a report exports,
 quantizes and lowers once). Example inputs are kept as given (a tuple of positional arguments,
 each possibly a nested structure): never flattened here.
@@ -26,7 +26,7 @@ each possibly a nested structure): never flattened here.
 Example::
 
     from etlens.demos import get_demo
-    from etlens.passes.session import BuildSession
+    from etlens.build.session import BuildSession
 
     model, inputs = get_demo("cnn")
     with BuildSession(model, inputs, name="cnn", backend="xnnpack", trace=True) as s:
@@ -71,18 +71,20 @@ class BuildSession:
         model: an ``nn.Module`` (anything ``torch.export.export`` accepts).
         example_inputs: its positional example inputs (a tuple; a single input is wrapped).
         name: the model's name in files, messages and the trace.
-        backend: a registered backend name or a :class:`~etlens.passes.backends.BackendConfig`.
+        backend: a registered backend name or a :class:`~etlens.build.backends.BackendConfig`.
         quantize: pt2e-quantize with the backend's quantizer (``calibration``: input tuples).
+        quantizer: a pt2e ``Quantizer`` used instead of the backend's (e.g. an ``XNNPACKQuantizer``
+            with a filter function or per-module configs); implies ``quantize``.
         trace: record the pass trace during :meth:`build` (see :attr:`trace`).
         verbose: show the worker child's log.
         on_stage: told ``export``, ``quantize``, ``lower``, ``run`` as they start (``lower`` once the program
             is handed to the worker child: from then on this process only waits).
-        worker: a :class:`~etlens.passes.worker.Worker` already started (:func:`start_worker`, e.g.
+        worker: a :class:`~etlens.build.worker.Worker` already started (:func:`start_worker`, e.g.
             by the CLI before it loads the user's model); the session owns it from then on.
     """
 
     def __init__(self, model: Any, example_inputs: Any, *, name: str = "model", backend: Any = "xnnpack",
-                 quantize: bool = False, calibration: list | None = None, trace: bool = False,
+                 quantize: bool = False, calibration: list | None = None, quantizer: Any = None, trace: bool = False,
                  verbose: bool = False, on_stage: Callable[[str], Any] | None = None, worker: Any = None) -> None:
         from .backends import get_backend
 
@@ -90,7 +92,8 @@ class BuildSession:
         self.name = name
         self.backend = backend
         self.config = get_backend("portable" if backend is None or backend in PORTABLE else backend)
-        self.quantize = bool(quantize)
+        self.quantize = bool(quantize) or quantizer is not None
+        self.quantizer = quantizer
         self.calibration = calibration
         self.record_trace = bool(trace)
         self.verbose = verbose
@@ -117,7 +120,7 @@ class BuildSession:
     @property
     def in_process(self) -> bool:
         """True when lowering happens in this process: a backend given as an unregistered
-        :class:`~etlens.passes.backends.BackendConfig` object, which no child can rebuild."""
+        :class:`~etlens.build.backends.BackendConfig` object, which no child can rebuild."""
         return not isinstance(self.backend, str) and self.backend is not None
 
     # -- context -------------------------------------------------------------------------------
@@ -139,7 +142,7 @@ class BuildSession:
 
     @property
     def worker(self) -> Any:
-        """The session's :class:`~etlens.passes.worker.Worker` (one child for every native job)."""
+        """The session's :class:`~etlens.build.worker.Worker` (one child for every native job)."""
         if self._worker is None:
             from .worker import Worker
 
@@ -178,7 +181,7 @@ class BuildSession:
             t0 = time.perf_counter()
             with user_code("quantize", self.name), span("quantize"):
                 self._quantized = quantize_pt2e(self.model, self.inputs, self.config, calibration=self.calibration,
-                                                exported=exported)
+                                                exported=exported, quantizer=self.quantizer)
             self.counts["quantize"] += 1
             self.seconds["quantize"] = time.perf_counter() - t0
             if self.record_trace:  # as the tracer sees it, before the export below touches it
@@ -210,7 +213,7 @@ class BuildSession:
         return self.exported.module()
 
     def _snapshot(self, stage: str, obj: Any) -> None:
-        from . import _snapshot as snap
+        from ..passes import snapshot as snap
 
         if not hasattr(self, "_ids"):
             self._ids = snap.GraphIds()
@@ -222,7 +225,7 @@ class BuildSession:
 
     def _seed(self) -> tuple[Any, dict[str, int]]:
         """A tracer holding the ``quantize`` / ``export`` snapshots, with their measured times."""
-        from .tracer import PipelineTracer
+        from ..passes.tracer import PipelineTracer
 
         t = PipelineTracer(self.config, self.name, record_times=True, show_progress=False)
         t.trace.meta = {"quantize": self.quantize, "quantize_io": False}
@@ -296,7 +299,7 @@ class BuildSession:
         """Lower in this process (a backend given as an unregistered :class:`BackendConfig` object)."""
         import torch
 
-        from .tracer import lowering_stages
+        from ..passes.tracer import lowering_stages
 
         edge = None
         if self.record_trace:
@@ -323,7 +326,7 @@ class BuildSession:
 
 
 def start_worker(backend: Any = "xnnpack", *, verbose: bool = False) -> Any:
-    """A started :class:`~etlens.passes.worker.Worker` for ``backend`` (``None`` for an in-process backend).
+    """A started :class:`~etlens.build.worker.Worker` for ``backend`` (``None`` for an in-process backend).
 
     Its child imports torch and the backend's modules right away, while this process does other
     work (the CLI loads the user's model meanwhile); hand it to :class:`BuildSession` (``worker=``).

@@ -1,6 +1,6 @@
 """A report builds its model once: one export (+ one pt2e quantization), one lowering, in one child.
 
-``report_from_model`` goes through :class:`etlens.passes.session.BuildSession`; these tests count
+``report_from_model`` goes through :class:`etlens.build.session.BuildSession`; these tests count
 what the etlens process does (``torch.export.export`` calls, quantizations, any lowering in this
 process) and what the session's worker child was asked to do.
 """
@@ -18,7 +18,7 @@ def test_report_exports_quantizes_and_lowers_once(tmp_path, monkeypatch):
     import executorch.exir
     import torch
 
-    import etlens.passes.quantize as quantize_mod
+    import etlens.build.quantize as quantize_mod
     from etlens.demos import get_demo
     from etlens.report import report_from_model
 
@@ -63,8 +63,8 @@ def test_report_exports_quantizes_and_lowers_once(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_session_uses_one_child_for_build_and_inside_cycles(tmp_path):
     from etlens.demos import get_demo
-    from etlens.passes.session import BuildSession
-    from etlens.report.inside import inside_delegates
+    from etlens.build.session import BuildSession
+    from etlens.build.inside import inside_delegates
 
     model, inputs = get_demo("mlp")
     with BuildSession(model.eval(), inputs, name="mlp", trace=True) as s:

@@ -5,7 +5,7 @@ debug buffer running full ("Ran out of space to store intermediate outputs"), a 
 ``ET_CHECK``, a backend's assertion. Run in-process, that kills the user's Python with exit 134 and
 no message. So every piece of native work — lowering, running a program, running bundled test
 cases, asking the runtime which kernels it has — is a *job* of a :class:`Worker`, which runs it in
-a ``python`` child (:mod:`etlens.passes.child`). Jobs by name:
+a ``python`` child (:mod:`etlens.build.child`). Jobs by name:
 
 =================== ==========================================================================
 ``lower``           ``torch.export.load`` a saved ExportedProgram, ``to_edge_transform_and_lower``
@@ -20,7 +20,7 @@ a ``python`` child (:mod:`etlens.passes.child`). Jobs by name:
 =================== ==========================================================================
 
 One child serves many jobs (``import torch`` + executorch, about 8 s of CPU, is paid once): a
-:class:`~etlens.passes.session.BuildSession` lowers, runs and lowers the instrumented program of
+:class:`~etlens.build.session.BuildSession` lowers, runs and lowers the instrumented program of
 the inside-the-delegates view in the same child. A Python error in a job is reported (the job
 raises :class:`NativeStageError`) and the child goes on; a native abort kills only the child: the
 job raises :class:`NativeStageError` naming the job and the cause (the child's last native log
@@ -56,7 +56,7 @@ from ..errors import EtlensError
 
 __all__ = ["Worker", "NativeStageError", "JOBS", "last_native_line", "save_inputs"]
 
-#: the jobs a child knows (see :mod:`etlens.passes.child`)
+#: the jobs a child knows (see :mod:`etlens.build.child`)
 JOBS = ("lower", "run", "bundled-run", "list-operators")
 
 #: an ExecuTorch native log line: ``[file.cpp:42] message`` (or ``E 00:00:00.123 executorch:file.cpp:42] …``)
@@ -154,7 +154,7 @@ class Worker:
     def start(self) -> None:
         """Start the child now (it imports :attr:`prewarm` while this process does other work).
 
-        A :class:`~etlens.passes.session.BuildSession` starts it before exporting the model, so the
+        A :class:`~etlens.build.session.BuildSession` starts it before exporting the model, so the
         child's ``import torch`` + executorch overlaps the export instead of following it.
         """
         self._start()
@@ -163,7 +163,7 @@ class Worker:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         self._log = open(os.path.join(self._dir, "child.log"), "ab")  # noqa: SIM115 - lives with the child
-        cmd = [sys.executable, "-c", "from etlens.passes.child import main; main()", *self.prewarm]
+        cmd = [sys.executable, "-c", "from etlens.build.child import main; main()", *self.prewarm]
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=None if self.verbose else self._log, env=child_env(), text=True,
                                       bufsize=1)
@@ -307,7 +307,7 @@ class Worker:
         library first. ``describe``: the result's ``outputs`` names, for each program output, its
         edge node at partition time and the delegate computing it (``backend``, ``delegate``;
         ``None`` when a kernel outside any delegate does); on failure the same record is the
-        error's ``details``. ``trace`` (from :class:`~etlens.passes.session.BuildSession`):
+        error's ``details``. ``trace`` (from :class:`~etlens.build.session.BuildSession`):
         ``{"seed": partial trace JSON, "ids": graph-id map, "output": where the finished trace goes}``
         — the pass tracer records its snapshots while this one lowering goes.
         """
@@ -331,7 +331,7 @@ class Worker:
 
         ``etdump`` / ``debug``: where the ``.etdp`` and the debug buffer go (``None``: not
         written). ``debug_buffer_size`` ``None``: sized from the program by the child
-        (:func:`etlens.passes.runner.debug_buffer_bytes`); the written buffer is trimmed to the
+        (:func:`etlens.build.runner.debug_buffer_bytes`); the written buffer is trimmed to the
         bytes the ETDump references. ``quantized`` ``None``: load the quantized kernels when the
         program calls them.
         """

@@ -1,17 +1,17 @@
 """Lowering and running programs in a child process, as one-call functions.
 
-Thin wrappers over :class:`etlens.passes.worker.Worker` (the one child-process launcher; its
+Thin wrappers over :class:`etlens.build.worker.Worker` (the one child-process launcher; its
 docstring explains why native work never runs in the user's process and the job protocol):
 
 * :func:`run_program` — job ``run``: a ``.pte`` ``runs`` times with ETDump (+ debug buffer, sized
-  from the program by :func:`~etlens.passes.debug_buffer.debug_buffer_bytes`); returns the last outputs.
+  from the program by :func:`~etlens.build.debug_buffer.debug_buffer_bytes`); returns the last outputs.
 
 A model's whole build (export, quantize, lower with the pass trace, run, the inside-the-delegates
-cycles) is :class:`etlens.passes.session.BuildSession`, which keeps one worker for all of it.
+cycles) is :class:`etlens.build.session.BuildSession`, which keeps one worker for all of it.
 
 Example::
 
-    from etlens.passes.runner import run_program
+    from etlens.build.runner import run_program
     outputs = run_program("model.pte", (torch.randn(1, 3, 32, 32),), runs=5, etdump_path="run.etdp",
                           debug_path="run.debug.bin")          # debug buffer sized from the program
 """

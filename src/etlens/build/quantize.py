@@ -1,15 +1,15 @@
 """The one pt2e quantization step every flow uses (pass tracer, report build-and-run, fixtures).
 
 ``quantize_pt2e(model, inputs, backend)`` exports ``model``, prepares it with the backend's
-quantizer (from its :class:`~etlens.passes.backends.BackendConfig`), calibrates and converts. The
-tracer's ``quantize`` stage and :func:`etlens.report.pipeline.lower` both call it, so a change to how
+quantizer (from its :class:`~etlens.build.backends.BackendConfig`), calibrates and converts. The
+tracer's ``quantize`` stage and :func:`etlens.build.pipeline.lower` both call it, so a change to how
 etlens quantizes (more calibration batches, integer inputs, extra submodules that torch.export adds)
 is made here once.
 
 Example::
 
     from etlens.demos import get_demo
-    from etlens.passes.quantize import quantize_pt2e
+    from etlens.build.quantize import quantize_pt2e
 
     model, inputs = get_demo("cnn")
     quantized = quantize_pt2e(model, inputs, "xnnpack")          # calibrated on ``inputs``
@@ -48,7 +48,7 @@ def capture_for_pt2e(model: Any, inputs: tuple) -> Any:
 def module_for_pt2e(ep: Any) -> Any:
     """The ``GraphModule`` pt2e prepares from an already exported program (see :func:`capture_for_pt2e`).
 
-    A :class:`~etlens.passes.session.BuildSession` exports the model once and quantizes from that
+    A :class:`~etlens.build.session.BuildSession` exports the model once and quantizes from that
     export instead of exporting again.
     """
     import inspect

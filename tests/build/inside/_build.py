@@ -16,13 +16,13 @@ sys.path.insert(0, str(ROOT))
 
 
 def run(case: str) -> dict:
-    from etlens.report.inside import inside_delegates
+    from etlens.build.inside import inside_delegates
 
     kind, _, variant = case.rpartition("_")
     if case.startswith("tap_"):
         return tap(variant)
     if case.startswith("fault_"):
-        from tests.report.inside.faults import BUILDERS
+        from tests.build.inside.faults import BUILDERS
 
         model, inputs, path = BUILDERS[variant]()
         res = inside_delegates(model, inputs, quantize=True, metric="SNR", threshold=10, observe=False,

@@ -6,7 +6,7 @@ quantized kernels (``quantized_decomposed::quantize_per_tensor.out`` …, needed
 and the runtime for portable int8 programs) and torchao's affine quantization ops (``-qmode 8da4w``).
 Every process that deserializes, exports, lowers, runs or re-runs such a program must have
 registered them first: the user's process (export, the numerics reference run), the lowering /
-runtime child (:mod:`etlens.passes.runner`) and the inside-the-delegate worker. Without them torch
+runtime child (:mod:`etlens.build.runner`) and the inside-the-delegate worker. Without them torch
 says ``Cannot auto-functionalize op torch.ops.llama.update_cache.default`` or the runtime says
 ``Missing operator``, far from the cause.
 
@@ -27,7 +27,7 @@ namespace                   library imported                                    
 
 Example::
 
-    from etlens.passes import oplibs
+    from etlens.build import oplibs
     oplibs.libraries_for(["llama::update_cache", "aten::add"])   # ['executorch.extension.llm.custom_ops.custom_ops']
     oplibs.load_for(ep)            # an ExportedProgram / GraphModule / .pte path / names; returns what it loaded
 

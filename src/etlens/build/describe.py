@@ -1,11 +1,11 @@
 """Which delegate computes each program output: recorded while a program is lowered.
 
-The inside-the-delegates view (:mod:`etlens.report.inside`) lowers programs whose extra outputs
+The inside-the-delegates view (:mod:`etlens.build.inside`) lowers programs whose extra outputs
 expose values inside the delegates. A backend refusing such a graph names the node by its edge
 dialect name ("Output node 'aten__softmax_default' is already in the inputs"); :func:`recording`
 wraps the backend's partitioner to write, before partitioning, each output's edge name, and
 :func:`describe_delegates` adds, after lowering, the delegate (backend id, index) that computes it.
-Both run in the worker's ``lower`` job (:mod:`etlens.passes.child`).
+Both run in the worker's ``lower`` job (:mod:`etlens.build.child`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from tests.conftest import requires_executorch
 def test_as_args_keeps_structure_and_flatten_follows_export_order():
     import torch
 
-    from etlens.passes.inputs import as_args, describe_inputs, flatten_inputs, is_nested
+    from etlens.build.inputs import as_args, describe_inputs, flatten_inputs, is_nested
 
     x, h, c = torch.zeros(5, 3, 10), torch.ones(2, 3, 20), torch.full((2, 3, 20), 2.0)
     args = as_args([x, (h, c)])
@@ -41,7 +41,7 @@ def test_as_args_keeps_structure_and_flatten_follows_export_order():
 def test_args_for_graph_modules_with_and_without_pytree_calling_convention():
     import torch
 
-    from etlens.passes.inputs import args_for
+    from etlens.build.inputs import args_for
 
     class M(torch.nn.Module):
         def forward(self, a, state):
@@ -62,14 +62,14 @@ def test_bad_leaf_is_a_clear_error():
     import torch
 
     from etlens.errors import EtlensError
-    from etlens.passes.inputs import check_inputs
+    from etlens.build.inputs import check_inputs
 
     with pytest.raises(EtlensError, match=r"\[1\]\[0\]: a str"):
         check_inputs((torch.ones(1), ("oops",)), "inputs")
 
 
 def test_loader_keeps_nested_inputs():
-    from etlens.passes.loader import load_model
+    from etlens.build.loader import load_model
 
     model, inputs, name = load_model("tests/corpus/models.py:rnn_loop")
     assert name == "rnn_loop" and isinstance(inputs[1], dict) and set(inputs[1]) == {"h"}
@@ -88,7 +88,7 @@ def test_trace_cli_with_nested_inputs(tmp_path, capsys):
 @requires_executorch
 def test_inside_delegates_with_nested_inputs():
     """Instrumented builds of a model with ``(x, {"h": h0})`` inputs: every value exposed, exact in fp32."""
-    from etlens.report.inside import inside_delegates
+    from etlens.build.inside import inside_delegates
     from tests.corpus.models import build
 
     model, inputs = build("rnn_loop")

@@ -1,6 +1,6 @@
 """The report's view of the inside-the-delegate rows: a section, the summary card, the gap overlay.
 
-``etlens report --model/--demo`` runs :func:`etlens.report.inside.inside_delegates` after the
+``etlens report --model/--demo`` runs :func:`etlens.build.inside.inside_delegates` after the
 device build (``--no-inside-delegates`` skips it) and hands the result to the page through three
 hooks:
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ..render import Card, Section, table_html
+from .render import Card, Section, table_html
 
 __all__ = ["attach", "adjust_cards", "section", "default_threshold", "run_for_report", "InsideRace"]
 
@@ -119,15 +119,15 @@ def run_for_report(session: Any, *, metric: str, threshold: float | None, prepar
                    worker: Any = None) -> Any:
     """Run the analysis for the report on ``session``'s model; ``None`` when the backend delegates nothing.
 
-    ``session`` (a :class:`~etlens.passes.session.BuildSession` that already built the production
+    ``session`` (a :class:`~etlens.build.session.BuildSession` that already built the production
     program) lends its export, its quantized module and its worker child: no new export,
-    quantization or child start; ``prepared`` (:func:`etlens.report.inside.engine.prepare`, computed
+    quantization or child start; ``prepared`` (:func:`etlens.build.inside.engine.prepare`, computed
     while the session's child lowered) what the analysis needs from the export alone. The threshold
     defaults to :func:`default_threshold` of the rows (the first divergence then marks where drift
     starts). ``worker``: another child for the instrumented lower + run (:class:`InsideRace`).
     """
-    from ...analysis.comparators import get_comparator
-    from .engine import inside_delegates
+    from ..analysis.comparators import get_comparator
+    from ..build.inside.engine import inside_delegates
 
     backend = session.backend
     if backend in (None, "", "portable", "none"):
@@ -140,7 +140,7 @@ def run_for_report(session: Any, *, metric: str, threshold: float | None, prepar
         higher = bool(getattr(get_comparator(metric), "higher_is_better", False))
         t = default_threshold(result.rows, higher)
         if t is not None:
-            from .engine import rethreshold
+            from ..build.inside.engine import rethreshold
 
             rethreshold(result, t)
     return result
@@ -152,7 +152,7 @@ class InsideRace:
     The instrumented program depends only on the session's export (or quantized module), not on
     the production lowering. So when the session's child starts lowering (this process only waits
     from then on), the race starts a second worker child and, in a thread, prepares what the
-    analysis needs from the export (:func:`~etlens.report.inside.engine.prepare`). If that child
+    analysis needs from the export (:func:`~etlens.build.inside.engine.prepare`). If that child
     has finished its ``import torch`` + backend before the production build is done, it lowers and
     runs the instrumented build there, overlapping the production build (on a big model, most of
     the inside view's cost disappears from the wall clock). If it has not, it is stopped and
@@ -185,14 +185,14 @@ class InsideRace:
         self._worker: Any = None
         if (mode != "0" and (cpus >= 2 or self._force) and not session.in_process
                 and isinstance(session.backend, str) and session.backend not in ("", "portable", "none")):
-            from ...passes.session import start_worker
+            from ..build.session import start_worker
 
             self._worker = start_worker(session.backend, verbose=verbose)
         self._thread = threading.Thread(target=self._run, name="etlens-inside", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        from .engine import prepare
+        from ..build.inside.engine import prepare
 
         self.prepared.update(prepare(self._session))
         w = self._worker
