@@ -35,6 +35,8 @@ OBJECTS = {
     "memory": "__import__('etlens.analysis.memory', fromlist=['x']).analyze_memory(etlens.read(PTE))",
     "size": "__import__('etlens.analysis.size', fromlist=['x']).size_of_file(PTE)",
     "inspector": "etlens.Inspector(etdump_path=ETDP, etrecord=ETREC, debug_buffer_path=BUF)",
+    "compare": ("__import__('etlens.fleet', fromlist=['x']).compare(*[__import__('etlens.fleet', fromlist=['x'])"
+                ".Side.of_etdumps([ETDP], ETREC)] * 2)"),
 }
 
 _SCOPE = {"etlens": etlens, "PTE": PTE, "ETREC": ETREC, "ETDP": ETDP, "BUF": BUF, "Trace": Trace,
@@ -80,12 +82,25 @@ def test_graph_page_is_the_page_written_to_disk(tmp_path):
     assert _srcdoc(mimebundle(rep)["text/html"]) == (tmp_path / "m.html").read_text(encoding="utf-8")
 
 
+def test_report_result_shows_its_page(tmp_path):
+    from etlens.report import report_from_artifacts
+
+    res = report_from_artifacts(ETDP, str(tmp_path / "r.html"), etrecord=ETREC, debug_buffer=BUF, pte=PTE)
+    text = repr(res)
+    assert text.startswith("<etlens ReportResult 'r.html': latency ") and "\n" not in text
+    b = res._repr_mimebundle_()
+    assert b["text/plain"] == text and _srcdoc(b["text/html"]) == (tmp_path / "r.html").read_text(encoding="utf-8")
+
+
 def test_texts_name_what_they_are():
     g = _make("graph")
     assert repr(g) == f"<etlens Graph 'forward': {len(g)} nodes, 1 delegate>"
     assert repr(_make("delegation")).startswith("<etlens DelegationInfo: 1 delegated subgraph(s) (XnnpackBackend)")
     assert mimebundle(_make("graphs"))["text/plain"] == "<etlens 2 graphs: exported_program, forward>"
     assert mimebundle(_make("artifact"))["text/plain"].startswith("<etlens etrecord artifact 'mlp_xnnpack.etrecord'")
+    assert repr(_make("trace")) == "<etlens Trace 'mlp' · xnnpack: 2 snapshots, 0 passes>"
+    assert repr(_make("compare")).startswith("<etlens CompareResult 'mlp_xnnpack.etdp' vs 'mlp_xnnpack.etdp': 0 "
+                                             "regression(s), 0 improvement(s)")
 
 
 def test_formatted_types_are_the_real_classes():
@@ -181,6 +196,13 @@ etlens.get_delegation_info(ETREC)
 analyze_memory(etlens.read(PTE))
 size_of_file(PTE)
 etlens.Inspector(etdump_path=ETDP, etrecord=ETREC, debug_buffer_path=BUF)
+from etlens.model.trace import Trace, Snapshot
+Trace("mlp", "xnnpack", [Snapshot("export", "export", 0, g)])
+from etlens.fleet import Side, compare
+compare(Side.of_etdumps([ETDP]), Side.of_etdumps([ETDP]))
+from etlens.report import report_from_artifacts
+import tempfile, os; d = tempfile.mkdtemp()
+report_from_artifacts(ETDP, os.path.join(d, "r.html"), etrecord=ETREC, pte=PTE)
 import sys; print("IPython" in sys.modules)
 """
 
@@ -190,9 +212,9 @@ def test_plain_python_shell_prints_one_line_each():
     proc = subprocess.run([sys.executable, "-i", "-q"], input=setup + SHELL, capture_output=True, text=True,
                           cwd=ROOT, env={**os.environ, "PYTHONSTARTUP": "", "PYTHONWARNINGS": "ignore"}, timeout=120)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    assert len(lines) == 7, proc.stdout + proc.stderr
+    assert len(lines) == 10, proc.stdout + proc.stderr
     kinds = ["Graph 'forward'", "Graph 'exported_program'", "DelegationInfo", "MemoryReport", "SizeReport",
-             "Inspector"]
+             "Inspector", "Trace 'mlp'", "CompareResult", "ReportResult 'r.html'"]
     for line, kind in zip(lines, kinds):
         assert line.startswith(f"<etlens {kind}") and line.endswith(">"), line
     assert lines[-1] == "False"
