@@ -1,0 +1,143 @@
+"""Build the llm-diff corpus: 4-layer Llamas from seeded checkpoints, exported by ExecuTorch's ``export_llama``.
+
+``python tests/llm_diff/build.py OUT_DIR [case ...]`` writes, per case, ``OUT_DIR/<case>/`` with
+``model.pte``, ``etrecord.bin`` (``--generate_etrecord``), ``checkpoint.pth``, ``params.json`` and
+``export.log``, and merges ``OUT_DIR/manifest.json`` (``{case: {...}}``: file names relative to
+OUT_DIR, the export flags, the checkpoint's seed and, for a planted fault, the disturbed layer).
+``OUT_DIR/tokens64.txt`` holds the 64 seeded prompt tokens the tests feed.
+
+Every build comes from the same seeded base checkpoint (one model, several builds), except the
+planted faults: the base checkpoint with one weight of one layer disturbed. The layer, the
+weight (``attention.wq`` / ``attention.wo`` / ``feed_forward.w1`` / ``feed_forward.w2``) and the
+factor are drawn from the fault's seed (:func:`fault_of`), so the truth is known per case.
+
+Builds: ``fp32`` (``-kv --use_sdpa_with_kv_cache -X``: the custom ``llama::update_cache`` /
+``llama::custom_sdpa`` ops, dynamic shapes), ``fp32_static`` (``--disable_dynamic_shape``: one
+token per call), ``fp32_nokv`` (no KV cache: the whole prefix per call), ``q8`` (``-qmode 8da4w -G
+32``), and faults ``fp32_fault<seed>`` / ``q8_fault<seed>``. The export runs in a child process
+(it imports a lot, as export_llama's own CLI). Exports take 0.5-1.5 min (fp32) and 2-5 min (8da4w)
+each on 2 busy cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+PARAMS = {"dim": 64, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 256, "multiple_of": 32,
+          "norm_eps": 1e-5, "rope_theta": 10000.0}
+MAX_SEQ_LEN = 80
+BASE_SEED = 20261126
+KV = ["-kv", "--use_sdpa_with_kv_cache"]
+Q8 = ["-qmode", "8da4w", "-G", "32"]
+FAULT_WEIGHTS = ("attention.wq", "attention.wo", "feed_forward.w1", "feed_forward.w2")
+
+#: case -> export flags (after the common ones) and the fault seed (None: the base checkpoint)
+CASES: dict[str, dict] = {
+    "fp32": {"flags": [*KV, "-X"], "fault": None},
+    "q8": {"flags": [*KV, "-X", *Q8], "fault": None},
+    "fp32_static": {"flags": [*KV, "-X", "--disable_dynamic_shape"], "fault": None},
+    "fp32_nokv": {"flags": ["-X"], "fault": None},
+    **{f"fp32_fault{s}": {"flags": [*KV, "-X"], "fault": s} for s in range(4)},
+    **{f"q8_fault{s}": {"flags": [*KV, "-X", *Q8], "fault": s} for s in range(2)},
+}
+
+
+def fault_of(seed: int, n_layers: int = PARAMS["n_layers"]) -> dict:
+    """The planted fault of ``seed``: which layer, which weight, and the factor it is scaled by."""
+    rng = random.Random(seed)
+    return {"layer": rng.randrange(n_layers), "weight": rng.choice(FAULT_WEIGHTS),
+            "scale": rng.choice((2.0, 3.0, 0.25))}
+
+
+def base_state_dict():
+    """The seeded base checkpoint: a freshly constructed ExecuTorch ``Transformer``'s weights."""
+    import torch
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    torch.manual_seed(BASE_SEED)
+    return construct_transformer(ModelArgs(**PARAMS, max_seq_len=MAX_SEQ_LEN)).state_dict()
+
+
+def disturbed(state: dict, fault: dict) -> dict:
+    """``state`` with the fault's weight scaled (a copy; the base stays as it is)."""
+    state = dict(state)
+    key = f"layers.{fault['layer']}.{fault['weight']}.weight"
+    state[key] = state[key] * fault["scale"]
+    return state
+
+
+def export_child(case: str, d: str) -> None:
+    """Write the case's checkpoint, then run ``export_llama`` on it in this process (as its CLI does)."""
+    import runpy
+
+    import torch
+
+    spec = CASES[case]
+    state = base_state_dict()
+    if spec["fault"] is not None:
+        state = disturbed(state, fault_of(spec["fault"]))
+    torch.save(state, os.path.join(d, "checkpoint.pth"))
+    n = str(MAX_SEQ_LEN)
+    sys.argv = ["export_llama", "--params", "params.json", "-c", "checkpoint.pth", "--generate_etrecord",
+                "--max_seq_length", n, "--max_context_length", n, "--output_name", "model.pte", "-d", "fp32",
+                *spec["flags"]]
+    runpy.run_module("executorch.examples.models.llama.export_llama", run_name="__main__")
+
+
+def build(out: str, case: str) -> dict:
+    d = os.path.join(out, case)
+    os.makedirs(d, exist_ok=True)
+    spec = CASES[case]
+    with open(os.path.join(d, "params.json"), "w") as f:
+        json.dump(PARAMS, f)
+    t0 = time.time()
+    if not os.path.exists(os.path.join(d, "model.pte")):
+        with open(os.path.join(d, "export.log"), "w") as log:
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--export", case, d], cwd=d,
+                                  stdout=log, stderr=subprocess.STDOUT)
+        if proc.returncode != 0 or not os.path.exists(os.path.join(d, "model.pte")):
+            tail = open(os.path.join(d, "export.log")).read()[-3000:]
+            raise SystemExit(f"export_llama failed for {case} (exit {proc.returncode}):\n{tail}")
+    rel = case + "/"
+    return {"pte": rel + "model.pte", "etrecord": rel + "etrecord.bin", "checkpoint": rel + "checkpoint.pth",
+            "params_json": rel + "params.json", "params": PARAMS, "flags": spec["flags"],
+            "kv_cache": "-kv" in spec["flags"], "dynamic_shape": "--disable_dynamic_shape" not in spec["flags"],
+            "quantization": "8da4w" if "8da4w" in spec["flags"] else None,
+            "fault": None if spec["fault"] is None else {"seed": spec["fault"], **fault_of(spec["fault"])},
+            "max_seq_len": MAX_SEQ_LEN, "export_seconds": round(time.time() - t0, 1)}
+
+
+def write_tokens(out: str) -> None:
+    rng = random.Random(BASE_SEED)
+    with open(os.path.join(out, "tokens64.txt"), "w") as f:
+        f.write(" ".join(str(rng.randrange(1, PARAMS["vocab_size"])) for _ in range(64)) + "\n")
+
+
+def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--export":
+        export_child(argv[1], argv[2])
+        return
+    out, cases = os.path.abspath(argv[0]), argv[1:] or list(CASES)
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        raise SystemExit(f"unknown case(s) {unknown}; known: {sorted(CASES)}")
+    os.makedirs(out, exist_ok=True)
+    write_tokens(out)
+    path = os.path.join(out, "manifest.json")
+    for case in cases:
+        entry = build(out, case)
+        manifest = json.load(open(path)) if os.path.exists(path) else {}
+        manifest[case] = entry
+        with open(path, "w") as f:
+            json.dump(manifest, f, indent=1)
+        print(f"built {case} in {entry['export_seconds']:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
