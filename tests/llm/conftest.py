@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import HAS_EXECUTORCH, build_once
 
 BUILD = Path(__file__).resolve().parent / "build.py"
+PHASES_BUILD = Path(__file__).resolve().parent / "build_phases.py"
 PATH_KEYS = ("pte", "etrecord", "etdump", "debug_buffer", "etdump_profile")
 
 
@@ -40,4 +41,28 @@ def llm_corpus() -> dict[str, SimpleNamespace]:
         for k in PATH_KEYS:
             setattr(ns, k, str(out / entry[k]))
         cases[name] = ns
+    return cases
+
+
+def llm_phases_dir() -> Path:
+    """Build (or reuse) the phase corpus (``tests/llm/build_phases.py``: timing-only dumps + run logs)."""
+    return build_once("llm-phases", PHASES_BUILD)
+
+
+@pytest.fixture(scope="session")
+def llm_phases() -> dict[str, SimpleNamespace]:
+    """``{"dynamic/p8_g120": namespace, ...}``: every timing-only dump of the phase corpus with absolute paths
+    (``etdump``, ``etrecord``, ``pte``), its ``mode``, ``dynamic_shape``, ``sessions`` ([prompt, decode] pairs)
+    and ``calls`` (the run log); skipped without ExecuTorch."""
+    if not HAS_EXECUTORCH:
+        pytest.skip("needs the executorch extra to export and run the phase corpus")
+    out = llm_phases_dir()
+    manifest = json.loads((out / "manifest.json").read_text())
+    cases = {}
+    for mode, entry in manifest.items():
+        for name, case in entry["cases"].items():
+            cases[f"{mode}/{name}"] = SimpleNamespace(
+                name=f"{mode}/{name}", mode=mode, dynamic_shape=entry["dynamic_shape"], sessions=case["sessions"],
+                calls=case["calls"], etdump=str(out / case["etdump"]), etrecord=str(out / entry["etrecord"]),
+                pte=str(out / entry["pte"]))
     return cases

@@ -98,6 +98,17 @@ class LlmRun:
     n_tokens: Optional[int]
     input_pos: Optional[int]
     time_ms: float
+    #: generate session (0, 1 ...): a prefill and the decode steps after it
+    session: int = 0
+    #: where the phase comes from: ``read`` (logged shapes) or ``inferred`` (timings + program, no debug buffer)
+    phase_source: str = "read"
+    #: where ``n_tokens`` comes from: ``read``, ``given`` (--prompt-len) or ``inferred`` (an estimate)
+    tokens_source: str = "read"
+    #: the first token's position in the cache (read: ``input_pos``; else inferred from the session)
+    position: Optional[int] = None
+    #: why the run got its label (timing-only dumps)
+    evidence: str = ""
+    start_ms: Optional[float] = None
 
     @property
     def ms_per_token(self) -> float:
@@ -106,7 +117,9 @@ class LlmRun:
     @property
     def label(self) -> str:
         if self.phase == "prefill":
-            return f"prefill ({self.n_tokens} token{'s' if self.n_tokens != 1 else ''})"
+            approx = "~" if self.tokens_source == "inferred" and self.n_tokens else ""
+            n = self.n_tokens if self.n_tokens else "?"
+            return f"prefill ({approx}{n} token{'s' if self.n_tokens != 1 else ''})"
         return self.phase
 
 
@@ -147,6 +160,13 @@ class LlmProfile:
     #: ``{reference node name: (class, {phase: ms per run})}`` through the events' debug handles
     node_ms: dict[str, tuple[str, dict[str, float]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: per generate session: TTFT, tokens/s, decode latency percentiles, drift (``llm_phases.SessionStats``)
+    sessions: list = field(default_factory=list)
+    #: pooled over the sessions (``llm_phases.summary_of``)
+    summary: dict = field(default_factory=dict)
+    #: ``read`` (labels from logged shapes) or ``inferred`` (timing-only dump)
+    labels: str = "read"
+    prompt_lens: Optional[list[int]] = None
 
     def __repr__(self) -> str:
         """One line (a notebook shows the runs and classes charts, see :mod:`etlens.views.notebook`)."""
@@ -176,8 +196,12 @@ class LlmProfile:
         return {
             "method": self.method, "dynamic_shapes": self.dynamic_shapes,
             "runs": [{"index": r.index, "phase": r.phase, "label": r.label, "n_tokens": r.n_tokens,
-                      "input_pos": r.input_pos, "time_ms": r.time_ms, "ms_per_token": f(r.ms_per_token)}
+                      "input_pos": r.input_pos, "time_ms": r.time_ms, "ms_per_token": f(r.ms_per_token),
+                      "session": r.session, "phase_source": r.phase_source, "tokens_source": r.tokens_source,
+                      "position": r.position, "evidence": r.evidence}
                      for r in self.runs],
+            "labels": self.labels, "prompt_lens": self.prompt_lens,
+            "sessions": [s.to_json() for s in self.sessions], "summary": dict(self.summary),
             "phases": {p: {"runs": s.runs, "tokens": s.tokens, "total_ms": s.total_ms, "ms_per_run": f(s.ms_per_run),
                            "ms_per_token": f(s.ms_per_token), "tokens_per_s": f(s.tokens_per_s)}
                        for p, s in self.phases.items()},
@@ -317,10 +341,13 @@ def _greedy_split(inspector: Any, runs: list[LlmRun], tok_of: dict[int, Optional
 
 
 def llm_profile(inspector: Any, method: Optional[str] = None,
-                handle_to_nodes: Optional[dict[int, list[str]]] = None) -> Optional[LlmProfile]:
+                handle_to_nodes: Optional[dict[int, list[str]]] = None,
+                prompt_lens: Optional[list[int]] = None) -> Optional[LlmProfile]:
     """The :class:`LlmProfile` of ``method`` (default: the method that did the work), or None when
     the dump does not look like an LLM's. ``handle_to_nodes`` (debug handle -> reference-graph node
-    names) fills :attr:`LlmProfile.node_ms` for a graph overlay."""
+    names) fills :attr:`LlmProfile.node_ms` for a graph overlay. Without intermediate outputs the
+    runs are labelled from timings and the program (:mod:`etlens.analysis.llm_phases`, marked
+    ``inferred``); ``prompt_lens`` (one prompt length, or one per session) makes token counts exact."""
     from .inspector.methods import main_method, method_timings
 
     if not looks_like_llm(inspector):
@@ -376,9 +403,12 @@ def llm_profile(inspector: Any, method: Optional[str] = None,
             notes.append("every run took one token (a static-shape export): the prompt was fed token by token, "
                          "which the dump cannot tell from generated tokens here; only the first run of each "
                          "sequence (position 0) counts as prefill")
-    if not have_debug:
-        notes.append("no intermediate outputs (debug buffer): runs cannot be labelled prefill/decode; pass "
-                     "--debug-buffer from a run with debug_buffer_size > 0")
+    inferred = bool(runs) and all(r.phase == "unknown" and r.n_tokens is None for r in runs)
+    if inferred:
+        from .llm_phases.apply import label_from_timings
+
+        phase_notes, _ = label_from_timings(inspector, runs, main.blocks, prompt_lens)
+        notes.extend(phase_notes)
     phase_of = {(r.block, r.column): r.phase for r in runs}
     phases = {p: PhaseStats(p) for p in _PHASES}
     by_tokens: dict[int, PhaseStats] = {}
@@ -420,5 +450,14 @@ def llm_profile(inspector: Any, method: Optional[str] = None,
                         acc[p] = acc.get(p, 0.0) + v
     node_ms = {n: (c, {p: v / phases[p].runs for p, v in acc.items() if phases[p].runs})
                for n, (c, acc) in node_acc.items()}
+    from .llm_phases.apply import sessions_of, summary_of
+
+    sessions = sessions_of(runs)
+    if inferred:
+        from .llm_phases.program import llm_inputs
+
+        dynamic = llm_inputs(record=getattr(inspector, "record", None), pte=getattr(inspector, "pte", None)).dynamic
     return LlmProfile(method=main.method, runs=runs, phases=phases, class_ms=cls_ms, by_tokens=by_tokens,
-                      dynamic_shapes=dynamic, node_ms=node_ms, notes=notes)
+                      dynamic_shapes=dynamic, node_ms=node_ms, notes=notes, sessions=sessions,
+                      summary=summary_of(sessions, runs), labels="inferred" if inferred else "read",
+                      prompt_lens=list(prompt_lens) if prompt_lens else None)

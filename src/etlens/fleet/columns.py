@@ -26,6 +26,8 @@ Columns (see :data:`COLUMNS`, in this order, then any extra ``--meta`` keys):
 ``device``          string      ``--meta device=…``
 ``build``           string      ``--meta build=…``
 ``model``           string      ``--meta model=…``, else the first 16 hex digits of the ``.pte``'s sha256
+``phase``           string      an LLM's forward run: ``prefill`` / ``decode`` (null: other runs; :mod:`.phases`)
+``session``         int32       an LLM's forward run: its generate session in the file (0, 1 …; null: other runs)
 ``source``          string      identity: the first 32 hex digits of the sha256 of the ETDump's bytes
 =================== =========== =====================================================================
 
@@ -38,8 +40,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["COLUMNS", "META_COLUMNS", "IDENTITY_COLUMNS", "STRING", "arrow_schema", "writer_options", "PART_GLOB",
-           "ROW_GROUP", "occurrences"]
+__all__ = ["COLUMNS", "META_COLUMNS", "IDENTITY_COLUMNS", "LLM_COLUMNS", "STRING", "arrow_schema", "writer_options",
+           "PART_GLOB", "ROW_GROUP", "occurrences"]
 
 STRING = "string"
 
@@ -56,6 +58,10 @@ META_COLUMNS = ["device", "build", "model"]
 
 #: identity columns the part writer appends after the metadata (:func:`etlens.fleet.store.with_source`)
 IDENTITY_COLUMNS: list[tuple[str, str]] = [("source", STRING)]
+
+#: LLM columns appended to every dump's rows (:func:`etlens.fleet.phases.with_phases`); parts written
+#: before them have none (null there)
+LLM_COLUMNS: list[tuple[str, str]] = [("phase", STRING), ("session", "int32")]
 
 #: the files of a dataset directory
 PART_GLOB = "**/*.parquet"

@@ -158,7 +158,8 @@ def _dict_column(values: list, indices: np.ndarray):
 
 def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,
               extra_meta: list[str] | None = None, data: bytes | None = None, *, fast: bool = True):
-    """The rows of one ETDump as a :class:`pyarrow.Table` (schema :func:`~.columns.arrow_schema`).
+    """The rows of one ETDump as a :class:`pyarrow.Table` (schema :func:`~.columns.arrow_schema`, then the
+    LLM columns ``phase`` and ``session`` of :func:`~.phases.with_phases`).
 
     ``record``: a parsed ETRecord (or None); ``data``: the file's bytes when already read (``path``
     then only names it, as Spark's ``binaryFiles`` gives them). Only events with timings are rows (debug-only events
@@ -169,6 +170,8 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
     does not match its blocks, and a file it cannot read, go through :func:`reference_rows`, the
     Inspector-based reference (which gives the same rows, or names what is wrong with the file).
     """
+    from .phases import with_phases
+
     if fast:
         from .fastpath import fast_rows
 
@@ -177,8 +180,8 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
         except (EtlensError, ValueError, IndexError, KeyError, OverflowError):
             table = None        # a corrupt file: the reference path names what is wrong
         if table is not None:
-            return table
-    return reference_rows(path, record, meta, extra_meta, data)
+            return with_phases(table, record)
+    return with_phases(reference_rows(path, record, meta, extra_meta, data), record)
 
 
 def reference_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,

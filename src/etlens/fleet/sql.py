@@ -7,7 +7,8 @@ Views (the same names, columns and meaning on every engine):
 ``runs``
     one row per run of the model: ``file, run, block, device, build, model, events`` (rows of the run),
     ``latency_ms`` (the run's ``Method::execute``), ``ops_ms`` (sum of the operator / delegate events,
-    framework and ``OPERATOR_CALL`` rows left out). Only ``Execute`` blocks (runs of a method).
+    framework and ``OPERATOR_CALL`` rows left out), ``phase`` / ``session`` (an LLM's forward runs: ``prefill``
+    / ``decode`` and the generate session, :mod:`.phases`; null otherwise). Only ``Execute`` blocks (runs of a method).
 ``ops``
     a roll-up per ``event_name, module_path, node, device, build, model``: ``count``, ``p10_ms``,
     ``p50_ms``, ``p90_ms`` (linear-interpolated percentiles, as ``numpy.percentile`` and the Inspector),
@@ -47,6 +48,10 @@ def duckdb_connection(dataset: str | None = None, table: Any = None):
         files = part_files(dataset or "")
         listing = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
         con.execute(f"CREATE VIEW events AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")
+        have = {r[0] for r in con.execute("DESCRIBE events").fetchall()}
+        if "phase" not in have:  # parts collected before the LLM columns (fleet.phases): null there
+            con.execute(f"CREATE OR REPLACE VIEW events AS SELECT *, NULL::VARCHAR AS phase, NULL::INTEGER AS session "
+                        f"FROM read_parquet([{listing}], union_by_name = true)")
     for name, sql in view_sql("duckdb").items():
         con.execute(f"CREATE VIEW {name} AS {sql}")
     return con

@@ -32,7 +32,8 @@ def view_sql(dialect: str = "duckdb") -> dict[str, str]:
     meta = "device, build, model"
     runs = (f"SELECT file, run, block, {meta}, count(*) AS events, "
             f"max(CASE WHEN event_name = '{METHOD_EXECUTE}' THEN duration_ms END) AS latency_ms, "
-            f"sum(CASE WHEN {OP_FILTER} THEN duration_ms END) AS ops_ms "
+            f"sum(CASE WHEN {OP_FILTER} THEN duration_ms END) AS ops_ms, "
+            f"max(phase) AS phase, max(session) AS session "   # an LLM's runs: prefill / decode (fleet.phases)
             f"FROM events WHERE block <> 'Default' GROUP BY file, run, block, {meta}")
     p = [percentile_sql(dialect, "duration_ms", q) for q in (0.1, 0.5, 0.9)]
     ops = (f"SELECT event_name, module_path, node, {meta}, count(*) AS count, {p[0]} AS p10_ms, "

@@ -15,7 +15,7 @@ import html
 import math
 from typing import Any
 
-__all__ = ["llm_text", "runs_svg", "classes_svg", "PHASE_COLORS", "CLASS_LABELS"]
+__all__ = ["llm_text", "runs_svg", "classes_svg", "sessions_rows", "SESSION_HEADERS", "PHASE_COLORS", "CLASS_LABELS"]
 
 PHASE_COLORS = {"prefill": "#f59e0b", "decode": "#3b82f6", "unknown": "#9ca3af"}
 CLASS_LABELS = {"attention": "attention (SDPA, RoPE)", "kv_update": "KV-cache update", "linear": "linear / 8da4w",
@@ -26,6 +26,31 @@ def _f(v: float, unit: str = "", digits: int = 4) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "n/a"
     return f"{v:.{digits}g}{unit}"
+
+
+#: columns of :func:`sessions_rows`
+SESSION_HEADERS = ["session", "first run", "prompt tokens", "decode tokens", "TTFT (ms)", "prefill tok/s",
+                   "decode tok/s", "p50 ms", "p90 ms", "p99 ms", "drift ms/100 tok"]
+
+
+def sessions_rows(prof: Any) -> list[tuple]:
+    """One row per generate session: prompt and decode tokens, time to first token, tokens/s, decode
+    latency percentiles and drift (``~`` marks an inferred prompt length)."""
+    rows = []
+    for s in getattr(prof, "sessions", []) or []:
+        tok = "?" if s.prompt_tokens is None else (f"~{s.prompt_tokens}" if s.prompt_tokens_source == "inferred"
+                                                   else s.prompt_tokens)
+        rows.append((s.session, s.first_run, tok, s.decode_tokens, _f(s.ttft_ms), _f(s.prefill_tokens_per_s, "", 5),
+                     _f(s.decode_tokens_per_s, "", 5), _f(s.p50_ms), _f(s.p90_ms), _f(s.p99_ms),
+                     _f(s.drift_ms_per_100, "", 3)))
+    return rows
+
+
+def _pos(r: Any) -> Any:
+    if r.input_pos is not None:
+        return r.input_pos
+    p = getattr(r, "position", None)
+    return "?" if p is None else f"~{p}"
 
 
 def llm_text(prof: Any) -> str:
@@ -40,9 +65,14 @@ def llm_text(prof: Any) -> str:
     out.append(tabulate(rows, headers=["phase", "runs", "tokens", "total (ms)", "ms/token", "tokens/s"],
                         tablefmt="simple"))
     out.append("")
-    rows = [(r.index, r.label, r.input_pos if r.input_pos is not None else "?", r.n_tokens or "?", _f(r.time_ms),
-             _f(r.ms_per_token)) for r in prof.runs]
-    out.append(tabulate(rows, headers=["run", "phase", "input_pos", "tokens", "ms", "ms/token"], tablefmt="simple"))
+    sess = sessions_rows(prof)
+    if sess:
+        out.append(tabulate(sess, headers=SESSION_HEADERS, tablefmt="simple"))
+        out.append("")
+    rows = [(r.index, getattr(r, "session", 0), r.label, getattr(r, "phase_source", "read"), _pos(r),
+             r.n_tokens or "?", _f(r.time_ms), _f(r.ms_per_token)) for r in prof.runs]
+    out.append(tabulate(rows, headers=["run", "session", "phase", "source", "input_pos", "tokens", "ms", "ms/token"],
+                        tablefmt="simple"))
     table = prof.class_table()
     if table:
         out.append("")

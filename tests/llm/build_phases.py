@@ -1,0 +1,186 @@
+"""Build the phase corpus: timing-only ETDumps of export_llama programs with a run log of every call.
+
+``python tests/llm/build_phases.py OUT_DIR`` exports one tiny random-weight Llama per shape mode
+with ExecuTorch's own ``export_llama`` (``-kv --use_sdpa_with_kv_cache -X --generate_etrecord``,
+a seeded checkpoint as :mod:`tests.llm.build` does; ``static`` adds ``--disable_dynamic_shape``),
+then runs each program in the real runtime, in one child process per mode, once per case of
+:data:`CASES`: a fresh load with ETDump on and **no debug buffer** (what a user profiles on a
+device), the case's generate sessions (a prefill of the prompt, then greedy decode steps; a new
+session restarts at position 0), and ``write_etdump_result_to_file``. Written:
+
+- ``OUT_DIR/<mode>/model.pte``, ``etrecord.bin``, ``export.log``;
+- ``OUT_DIR/<mode>/<case>.etdp`` (timings only);
+- ``OUT_DIR/manifest.json``: ``{mode: {"pte", "etrecord", "dynamic_shape", "params", "max_seq_len",
+  "cases": {case: {"etdump", "sessions": [[prompt, decode], ...], "calls": [...]}}}}`` where
+  ``calls`` is the run log, every method call in runtime order: ``method``, and for ``forward``
+  ``phase`` (``prefill``/``decode``), ``session``, ``n_tokens``, ``input_pos``.
+
+A dynamic-shape program takes the prompt in one call; a static-shape one (one token per call)
+takes it token by token, so its prefill is ``prompt`` runs of one token. Cost: two exports of a
+4-layer dim-64 model (~1-2 min of CPU each) and ~15 s of running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+PARAMS = {"dim": 64, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 512, "multiple_of": 32,
+          "norm_eps": 1e-5, "rope_theta": 10000.0}
+MAX_SEQ_LEN = 384
+
+MODES: dict[str, list[str]] = {"dynamic": [], "static": ["--disable_dynamic_shape"]}
+
+#: case -> generate sessions [(prompt tokens, decode steps), ...] (each session restarts at position 0).
+#: ``meta_first``: call the metadata methods before generating, as ExecuTorch's runner does at load.
+CASES: dict[str, dict[str, list[dict]]] = {
+    "dynamic": [
+        {"name": "p1_g16", "sessions": [(1, 16)]},
+        {"name": "p2_g32", "sessions": [(2, 32)]},
+        {"name": "p8_g120", "sessions": [(8, 120)], "meta_first": True},
+        {"name": "p64_g256", "sessions": [(64, 256)]},
+        {"name": "multi4", "sessions": [(8, 40), (3, 16), (32, 64), (16, 24)], "meta_first": True},
+        {"name": "multi_p1", "sessions": [(5, 30), (1, 20), (12, 16)]},
+    ],
+    "static": [
+        {"name": "p1_g16", "sessions": [(1, 16)]},
+        {"name": "p8_g64", "sessions": [(8, 64)], "meta_first": True},
+        {"name": "p64_g32", "sessions": [(64, 32)]},
+        {"name": "p2_g256", "sessions": [(2, 256)]},
+        {"name": "multi3", "sessions": [(4, 32), (12, 16), (1, 20)]},
+    ],
+}
+
+
+def export(mode: str, d: str) -> None:
+    """ExecuTorch's export_llama for ``mode`` in a child process (it imports a lot), in ``d``."""
+    with open(os.path.join(d, "params.json"), "w") as f:
+        json.dump(PARAMS, f)
+    with open(os.path.join(d, "export.log"), "w") as log:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--export", mode, d], cwd=d, stdout=log,
+                              stderr=subprocess.STDOUT)
+    if proc.returncode != 0 or not os.path.exists(os.path.join(d, "model.pte")):
+        tail = open(os.path.join(d, "export.log")).read()[-3000:]
+        raise SystemExit(f"export_llama failed for {mode} (exit {proc.returncode}):\n{tail}")
+
+
+def export_child(mode: str, d: str) -> None:
+    """A seeded checkpoint of ExecuTorch's own Transformer, then ``export_llama`` on it (as its CLI)."""
+    import runpy
+
+    import torch
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    torch.manual_seed(38)
+    model = construct_transformer(ModelArgs(**PARAMS, max_seq_len=MAX_SEQ_LEN))
+    torch.save(model.state_dict(), os.path.join(d, "checkpoint.pth"))
+    n = str(MAX_SEQ_LEN)
+    sys.argv = ["export_llama", "--params", "params.json", "-c", "checkpoint.pth", "-kv", "--use_sdpa_with_kv_cache",
+                "-X", "--generate_etrecord", "--max_seq_length", n, "--max_context_length", n,
+                "--output_name", "model.pte", "-d", "fp32", *MODES[mode]]
+    runpy.run_module("executorch.examples.models.llama.export_llama", run_name="__main__")
+
+
+def run_child(mode: str, d: str) -> dict:
+    """Child-process body: every case of ``mode``, each a fresh load with ETDump on, no debug buffer."""
+    import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  registers llama::custom_sdpa & co.
+    import torch
+    from executorch.extension.pybindings import portable_lib as pl
+
+    with open(os.path.join(d, "model.pte"), "rb") as f:
+        buf = f.read()  # keep a reference: the runtime reads the program from this buffer
+    static = "--disable_dynamic_shape" in MODES[mode]
+    out = {}
+    for k, case in enumerate(CASES[mode]):
+        m = pl._load_for_executorch_from_buffer(buf, enable_etdump=True)
+        calls = _session_calls(m, case, static, torch.Generator().manual_seed(1000 + k))
+        path = os.path.join(d, case["name"] + ".etdp")
+        m.write_etdump_result_to_file(path)
+        out[case["name"]] = {"etdump": f"{mode}/{case['name']}.etdp", "sessions": [list(x) for x in case["sessions"]],
+                             "calls": calls}
+        del m
+    return out
+
+
+def _session_calls(m, case: dict, static: bool, g) -> list[dict]:
+    """Run ``case``'s sessions on the loaded program ``m``; the run log (every call, in order)."""
+    import torch
+
+    calls: list[dict] = []
+    metas = sorted(n for n in m.method_names() if n != "forward")
+
+    def metadata() -> None:
+        for name in metas:
+            m.run_method(name, ())
+            calls.append({"method": name, "phase": "metadata"})
+
+    def forward(tokens: torch.Tensor, pos: int, phase: str, s: int) -> torch.Tensor:
+        logits = m.run_method("forward", (tokens, torch.tensor([pos], dtype=torch.long)))[0]
+        calls.append({"method": "forward", "phase": phase, "session": s, "n_tokens": int(tokens.shape[1]),
+                      "input_pos": pos})
+        return logits if logits.dim() == 2 else logits[:, -1]
+
+    if case.get("meta_first"):
+        metadata()
+    for s, (prompt_len, decode) in enumerate(case["sessions"]):
+        prompt = torch.randint(1, PARAMS["vocab_size"], (1, prompt_len), generator=g)
+        if static:  # one token per call: the prompt is fed token by token
+            for i in range(prompt_len):
+                logits = forward(prompt[:, i:i + 1], i, "prefill", s)
+        else:
+            logits = forward(prompt, 0, "prefill", s)
+        pos = prompt_len
+        for _ in range(decode):
+            logits = forward(logits.argmax(-1).reshape(1, 1), pos, "decode", s)  # greedy
+            pos += 1
+    if not case.get("meta_first"):
+        metadata()
+    return calls
+
+
+def build(out: str, mode: str) -> dict:
+    d = os.path.join(out, mode)
+    os.makedirs(d, exist_ok=True)
+    t0 = time.time()
+    export(mode, d)
+    t1 = time.time()
+    with open(os.path.join(d, "run.log"), "w") as log:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--run", mode, d], stdout=log,
+                              stderr=subprocess.STDOUT, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if proc.returncode != 0:
+        raise SystemExit(f"running {mode} failed (exit {proc.returncode}):\n"
+                         + open(os.path.join(d, "run.log")).read()[-3000:])
+    with open(os.path.join(d, "cases.json")) as f:
+        cases = json.load(f)
+    return {"pte": f"{mode}/model.pte", "etrecord": f"{mode}/etrecord.bin", "dynamic_shape": not MODES[mode],
+            "params": PARAMS, "max_seq_len": MAX_SEQ_LEN, "cases": cases,
+            "build_seconds": {"export": round(t1 - t0, 1), "run": round(time.time() - t1, 1)}}
+
+
+def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--export":
+        export_child(argv[1], argv[2])
+        return
+    if argv and argv[0] == "--run":
+        cases = run_child(argv[1], argv[2])
+        with open(os.path.join(argv[2], "cases.json"), "w") as f:
+            json.dump(cases, f, indent=1)
+        return
+    out, modes = argv[0], argv[1:] or list(MODES)
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "manifest.json")
+    for mode in modes:
+        entry = build(out, mode)
+        manifest = json.load(open(path)) if os.path.exists(path) else {}
+        manifest[mode] = entry
+        with open(path, "w") as f:
+            json.dump(manifest, f, indent=1)
+        print(f"built {mode} in {sum(entry['build_seconds'].values()):.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
