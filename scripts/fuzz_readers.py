@@ -30,8 +30,8 @@ test run reads every file there, ``tests/fuzz/test_fuzz_cases.py``). Needs ``pip
 (in the ``dev`` extra).
 
 Adding a format: one entry in :data:`FORMATS` — a seed function and an exercise function. The
-Ethos-U / Vela payload reader, once in ``etlens.readers``, goes in with its own pair (see
-``_vela_seeds``).
+Ethos-U / Vela payload reader is one (``vela``): its seeds are the delegate payloads cut out of real
+Arm-lowered ``.pte`` files given with ``--extra``; with none, it has no seeds and is not run.
 """
 
 from __future__ import annotations
@@ -90,8 +90,24 @@ def _debug_seeds(extra: str | None) -> list[bytes]:
 
 
 def _vela_seeds(extra: str | None) -> list[bytes]:
-    """Hook: the Ethos-U / Vela payload reader's seeds (real Vela-compiled payloads) once it exists."""
-    return []
+    """Ethos-U delegate payloads (Vela bin streams) cut out of the real ``.pte`` seeds that have one (with
+    ``--extra`` pointing at programs lowered with the Arm backend): from the ``vela_bin_stream`` block header
+    to the end of the ``vela_end_stream`` one (32-byte headers, see ``etlens.readers.ethosu``)."""
+    out = []
+    for p in _files(["*.pte"], extra):
+        data = p.read_bytes()
+        start = data.find(b"vela_bin_stream\0")
+        end = data.find(b"vela_end_stream\0", start)
+        if start >= 0 and end > start:
+            out.append(data[start:end + 32])
+    return out
+
+
+def _exercise_vela(data: bytes, work: str) -> None:
+    from etlens.readers.ethosu import decode_ethosu
+
+    p = decode_ethosu(data, name="fuzz input")
+    repr(p)
 
 
 # -- what reading an input means ---------------------------------------------------------------------
@@ -124,9 +140,10 @@ FORMATS: dict[str, tuple[Callable[[str | None], list[bytes]], Callable[[], Calla
     "bpte": (_seed_files(".bpte"), lambda: _exercise_file("bpte", ".bpte"), "flatbuffer", ".bpte"),
     "trace": (_json_seeds("trace"), lambda: _exercise_file("trace", ".json"), "json", ".json"),
     "graph": (_json_seeds("graph"), lambda: _exercise_file("graph", ".json"), "json", ".json"),
-    # "vela": (_vela_seeds, lambda: <exercise the Ethos-U payload reader>, "flatbuffer", ".bin"),
+    # the Ethos-U payload reader: seeds only where real Arm-lowered programs are given (--extra)
+    "vela": (_vela_seeds, lambda: _exercise_vela, "bytes", ".vela.bin"),
 }
-DEFAULT = ("pte", "etdump", "debug", "etrecord", "bpte", "trace", "graph")
+DEFAULT = ("pte", "etdump", "debug", "etrecord", "bpte", "trace", "graph", "vela")
 
 
 # -- the child: one format under atheris ---------------------------------------------------------------
@@ -147,6 +164,10 @@ def child(kind: str, seconds: float, out: Path, extra: str | None, seed: int) ->
         import etlens.model  # noqa: F401
         import etlens.readers  # noqa: F401
         from etlens.readers import bpte, etdump, etrecord, pte, registry, trace  # noqa: F401
+        try:
+            import etlens.readers.ethosu  # noqa: F401
+        except ImportError:
+            pass
     from etlens.errors import EtlensError
     from tests.robustness import _harness as H
 
@@ -197,7 +218,7 @@ def child(kind: str, seconds: float, out: Path, extra: str | None, seed: int) ->
             counts["etlens_errors"] += 1
         if o.failure:
             record(data, o.failure)
-        if counts["execs"] % 2000 == 0:
+        if counts["execs"] % 200 == 0:      # libFuzzer exits without running atexit: keep the file current
             (kdir / "counts.json").write_text(json.dumps(counts))
 
     rng = random.Random(seed)
@@ -255,6 +276,7 @@ def run_format(kind: str, seconds: float, out: Path, extra: str | None, seed: in
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
         log.write(proc.stdout)
         log.flush()
+        executed = None
         for line in proc.stdout.splitlines():
             m = _STAT.match(line)
             if m:
@@ -264,9 +286,11 @@ def run_format(kind: str, seconds: float, out: Path, extra: str | None, seed: in
                 fig["ft_end"] = max(fig["ft_end"], int(m.group(4)))
             if line.startswith("stat::new_units_added:"):
                 fig["corpus_added"] += int(line.rsplit(":", 1)[1])
+            if line.startswith("stat::number_of_executed_units:"):
+                executed = int(line.rsplit(":", 1)[1])
         counts = json.loads((out / kind / "counts.json").read_text()) if (out / kind / "counts.json").exists() \
             else {}
-        fig["execs"] += counts.get("execs", 0)
+        fig["execs"] += counts.get("execs", 0) if executed is None else executed
         for k in ("results", "etlens_errors", "failures"):
             fig[k] = fig.get(k, 0) + counts.get(k, 0)
         (out / kind / "counts.json").unlink(missing_ok=True)
@@ -311,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     for kind in a.formats:
         if kind not in FORMATS:
             ap.error(f"unknown format {kind!r}; choose from {', '.join(FORMATS)}")
+        if not FORMATS[kind][0](a.extra):
+            print(f"{kind:9s} no seeds (real files of this format; see --extra): not run", flush=True)
+            continue
         fig = run_format(kind, a.seconds, out, a.extra, a.seed)
         summary[kind] = fig
         summary_path.write_text(json.dumps(summary, indent=1, sort_keys=True))

@@ -129,6 +129,7 @@ def _kill_and_recollect(inputs, reference, ds, fault: str | None, jobs: str, del
             os.killpg(proc.pid, signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
     with_group = proc.returncode
+    print(f"collect {fault or f'killed after {delay:.2f} s'}: exit {with_group}")   # -9: killed mid-way
     try:
         os.killpg(proc.pid, signal.SIGKILL)      # orphans of the killed collect (its workers, a JVM)
     except ProcessLookupError:
@@ -184,6 +185,17 @@ def test_killed_at_random_times(inputs, reference, tmp_path, trial):
     """SIGKILL at a seeded random moment (start-up, parse, write or commit, whichever it is then)."""
     delay = random.Random(trial).uniform(0.3, 4.0)
     _kill_and_recollect(inputs, reference, tmp_path / "ds", None, "2", delay=delay)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", range(6))
+def test_killed_at_random_points(inputs, reference, tmp_path, trial):
+    """A seeded random kill point of a two-worker collect (a worker's n-th parse or write: some worker reaches
+    n <= 4 of the 9 dumps; the parent's n-th commit or rename)."""
+    rng = random.Random(1000 + trial)
+    point = ["parse", "write", "commit", "committed"][trial % 4]
+    n = rng.randint(1, 4) if point in ("parse", "write") else rng.randint(1, 9)
+    _kill_and_recollect(inputs, reference, tmp_path / "ds", f"{point}:{n}", "2")
 
 
 def test_concurrent_collects(inputs, reference, tmp_path):
