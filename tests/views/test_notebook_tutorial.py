@@ -90,20 +90,50 @@ def test_tutorial_executes_and_every_result_displays_inline(executed):
     assert printed.count("<etlens ") >= 6  # the last cell: one line per object
 
 
-def _frames_drawn(page) -> list[dict]:
-    """What each srcdoc frame drew: viewer nodes, SVG shapes, table rows (evaluated inside the frame)."""
+_DRAWN = """() => ({
+    title: document.title,
+    viewerPage: !!window.etlens,
+    viewer: window.etlensReady === true,
+    nodes: window.etlens && window.etlens.visibleCount ? window.etlens.visibleCount() : 0,
+    shapes: document.querySelectorAll('svg rect, svg path, svg circle, svg line').length,
+    rows: document.querySelectorAll('table tr').length,
+    frames: document.querySelectorAll('iframe').length,
+})"""
+
+
+def _drawn(d: dict) -> bool:
+    if d["viewerPage"]:  # the graph viewer: ready, with nodes on its canvas
+        return d["viewer"] and d["nodes"] > 0
+    return d["shapes"] > 0 or d["rows"] > 1 or d["frames"] > 0
+
+
+def _check_frames(page, shots: str | None = None) -> list[dict]:
+    """Scroll each etlens frame into view (Chromium draws offscreen frames lazily, as a person scrolling
+    would see them) and wait until its page drew: viewer nodes, SVG shapes, table rows or its own frames."""
     out = []
-    for fr in page.frames:
-        if fr == page.main_frame:
-            continue
-        out.append(fr.evaluate("""() => ({
-            title: document.title,
-            viewer: window.etlensReady === true,
-            nodes: window.etlens && window.etlens.visibleCount ? window.etlens.visibleCount() : 0,
-            shapes: document.querySelectorAll('svg rect, svg path, svg circle, svg line').length,
-            rows: document.querySelectorAll('table tr').length,
-            frames: document.querySelectorAll('iframe').length,
-        })"""))
+    for k, box in enumerate(page.query_selector_all("div.etlens-frame")):
+        box.scroll_into_view_if_needed()
+        frame = box.query_selector("iframe").content_frame()
+        t = time.perf_counter()
+        while True:
+            d = frame.evaluate(_DRAWN)
+            if _drawn(d):
+                break
+            assert time.perf_counter() - t < 30, f"frame {k} ({d['title']!r}) drew nothing: {d}"
+            time.sleep(0.05)
+        for child in frame.child_frames:  # the report's own frames (viewers, memory, size)
+            child.frame_element().scroll_into_view_if_needed()
+            t = time.perf_counter()
+            while not _drawn(child.evaluate(_DRAWN)):
+                assert time.perf_counter() - t < 30, f"a page inside frame {k} ({d['title']!r}) drew nothing"
+                time.sleep(0.05)
+            d.setdefault("children", 0)
+            d["children"] += 1
+        if shots:
+            box.scroll_into_view_if_needed()
+            page.wait_for_timeout(200)
+            box.screenshot(path=os.path.join(shots, f"tutorial-{k:02d}.png"))
+        out.append(d)
     return out
 
 
@@ -159,16 +189,15 @@ def test_exported_notebook_renders_offline_in_chromium(executed, browser):
         page = pg.page
         n_frames = page.evaluate("() => document.querySelectorAll('iframe[sandbox=\"allow-scripts\"]').length")
         assert n_frames >= 9
-        # each viewer frame reports ready; give the report's nested frames time too
-        _wait(lambda: sum(d["viewer"] for d in _frames_drawn(page)) >= 5)
-        drawn = _frames_drawn(page)
-        blank = [d for d in drawn if not (d["nodes"] > 0 or d["shapes"] > 0 or d["rows"] > 1 or d["frames"] > 0)]
-        assert not blank, blank
+        shots = os.environ.get("ETLENS_NOTEBOOK_SHOTS")
+        if shots:
+            os.makedirs(shots, exist_ok=True)
+        drawn = _check_frames(page, shots)
+        assert len(drawn) == n_frames
         viewers = [d for d in drawn if d["viewer"]]
         assert len(viewers) >= 5 and all(d["nodes"] > 0 for d in viewers), viewers
-        assert any(d["rows"] > 3 for d in drawn)  # delegation / Inspector / report tables
-        assert any(d["frames"] > 0 for d in drawn)  # the report, with its own viewer frames inside
-        _shots(page, "tutorial")
+        assert any(d["rows"] > 3 for d in drawn)  # delegation / Inspector tables
+        assert any(d.get("children", 0) >= 1 for d in drawn)  # the report, its viewers drawn inside it
         assert pg.errors == []
         assert pg.requests == []
     finally:
@@ -212,6 +241,37 @@ def test_10k_node_graph_inline_is_interactive(browser, tmp_path):
               f"{times.get('layout', 0):.0f} ms), node click answered in {1000 * click:.0f} ms")
         _shots(page, "big")
         assert ready + click < 6.0, (ready, click)  # budget 2 s; 3x allowed on the shared machine (module docstring)
+        assert pg.errors == [] and pg.requests == []
+    finally:
+        pg.page.close()
+
+
+@requires_executorch
+@pytest.mark.browser
+def test_llm_view_displays_inline(browser, tmp_path):
+    """An LlmProfile of the real LLM corpus (ExecuTorch's export_llama, run with ETDump) shows its runs chart."""
+    from tests.llm.conftest import llm_corpus_dir
+
+    from etlens.analysis.inspector import Inspector
+    from etlens.analysis.llm import llm_profile
+    from etlens.views.notebook import mimebundle
+
+    out = llm_corpus_dir()
+    name, entry = next(iter(json.loads((out / "manifest.json").read_text()).items()))
+    insp = Inspector(etdump_path=str(out / entry["etdump"]), etrecord=str(out / entry["etrecord"]),
+                     debug_buffer_path=str(out / entry["debug_buffer"]), pte=str(out / entry["pte"]))
+    prof = llm_profile(insp)
+    bundle = mimebundle(prof)
+    runs = [c for c in entry["calls"] if c["method"] == "forward"]
+    assert bundle["text/plain"].startswith(f"<etlens LlmProfile 'forward': {len(runs)} runs ("), bundle["text/plain"]
+    page = tmp_path / "llm.html"
+    page.write_text(f"<!doctype html><html><body>{bundle['text/html']}</body></html>", encoding="utf-8")
+    pg = _Opened(browser, page)
+    try:
+        frame = _wait(lambda: next((f for f in pg.page.frames if f != pg.page.main_frame), None))
+        bars = _wait(lambda: frame.evaluate("() => document.querySelectorAll('svg.llm-runs rect').length"))
+        assert bars >= len(runs), name
+        _shots(pg.page, "llm")
         assert pg.errors == [] and pg.requests == []
     finally:
         pg.page.close()
