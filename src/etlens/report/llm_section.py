@@ -1,8 +1,10 @@
 """The report's "LLM: prefill and decode" section (when the dump looks like an LLM's).
 
-Runs of the headline method labelled prefill (n tokens) or decode, per-token latency and tokens/s
-per phase, time per operator class split by phase (table and stacked bars), runs grouped by
-sequence length, and the reference graph with per-node decode / prefill time as overlays.
+Runs of the headline method labelled prefill (n tokens) or decode (read from logged shapes, or
+inferred from timings on a timing-only dump) and split into generate sessions (TTFT, tokens/s,
+decode latency p50/p90/p99 and drift per session), per-token latency and tokens/s per phase,
+time per operator class split by phase (table and stacked bars), runs grouped by sequence length,
+and the reference graph with per-node decode / prefill time as overlays.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def _n(v: float) -> float | str:
 def llm_section(data: Any, out_dir: str, stem: str, files: dict[str, str],
                 viewer: Callable[[str, str], str]) -> Section | None:
     """The section, or None when ``data.llm`` is None."""
-    from ..views.llm import CLASS_LABELS, classes_svg, runs_svg
+    from ..views.llm import CLASS_LABELS, SESSION_HEADERS, classes_svg, runs_svg, sessions_rows
 
     prof = data.llm
     if prof is None:
@@ -34,11 +36,16 @@ def llm_section(data: Any, out_dir: str, stem: str, files: dict[str, str],
             for p, s in prof.phases.items() if s.runs]
     body.append(table_html(rows, ["phase", "runs", "tokens", "total (ms)", "ms/run", "ms/token", "tokens/s"],
                            table_id="llm-phases", numeric=(1, 2, 3, 4, 5, 6)))
+    sess = sessions_rows(prof)
+    if sess:
+        body.append("<h3>Generate sessions</h3>" + table_html(sess, SESSION_HEADERS, table_id="llm-sessions",
+                                                               numeric=(0, 1, 3, 4, 5, 6, 7, 8, 9, 10)))
     body.append("<h3>Runs</h3>" + runs_svg(prof))
-    rows = [(r.index, r.label, r.input_pos if r.input_pos is not None else "?", r.n_tokens or "?", r.time_ms,
-             _n(r.ms_per_token)) for r in prof.runs]
-    body.append(table_html(rows, ["run", "phase", "input_pos", "tokens", "ms", "ms/token"], table_id="llm-runs",
-                           numeric=(0, 2, 3, 4, 5)))
+    rows = [(r.index, r.session, r.label, r.phase_source,
+             r.input_pos if r.input_pos is not None else (f"~{r.position}" if r.position is not None else "?"),
+             r.n_tokens or "?", r.time_ms, _n(r.ms_per_token)) for r in prof.runs]
+    body.append(table_html(rows, ["run", "session", "phase", "source", "input_pos", "tokens", "ms", "ms/token"],
+                           table_id="llm-runs", numeric=(0, 1, 5, 6, 7)))
     table = prof.class_table()
     if table:
         body.append("<h3>Time per operator class</h3>" + classes_svg(prof))
@@ -64,7 +71,15 @@ def llm_section(data: Any, out_dir: str, stem: str, files: dict[str, str],
             body.append(f"<h3>Graph: {phase} time per node</h3>" + viewer(p, f"graph with {phase} overlay"))
     for n in prof.notes:
         body.append(f"<p class='muted'>Note: {html.escape(n)}</p>")
-    intro = (f"Each run of '{html.escape(prof.method)}' labelled from its logged shapes: the embedding's output "
-             "gives the tokens of the run, input_pos[0] the start position; several tokens (or position 0) = "
-             "prefill, one token later on = decode. Other methods (metadata) are not counted here.")
+    if prof.labels == "read":
+        intro = (f"Each run of '{html.escape(prof.method)}' labelled from its logged shapes: the embedding's output "
+                 "gives the tokens of the run, input_pos[0] the start position; several tokens (or position 0) = "
+                 "prefill, one token later on = decode. Other methods (metadata) are not counted here.")
+    else:
+        given = f" (prompt lengths given: {', '.join(map(str, prof.prompt_lens))})" if prof.prompt_lens else ""
+        intro = (f"A timing-only dump (no intermediate outputs): each run of '{html.escape(prof.method)}' is labelled "
+                 "from the program's token input (static or dynamic length), the order of the runs, how much harder "
+                 "a run's token-shaped kernels worked than the decode runs around it, and the attention time "
+                 f"dropping back when a session restarts; every label is marked inferred{html.escape(given)}. "
+                 "Other methods (metadata) are not counted here.")
     return Section("llm", "LLM: prefill and decode", "".join(body), intro)
