@@ -240,6 +240,8 @@ def page_for(obj: Any, **options: Any) -> tuple[str, int]:
         return graph_page(obj, **options), _PAGES["Graph"][1]
     if kind is not None:
         build, height = _PAGES[kind]
+        if kind == "MemoryReport":  # one chart per arena (or a line for a method without one)
+            height = min(900, 110 + sum(max(len(m.arenas) * 400, 60) for m in obj.methods))
         return build(obj), height
     if _is_graph_collection(obj):
         from .html.api import compare_page
