@@ -178,6 +178,27 @@ class _Spans:
         return out
 
 
+def _ethosu_parts(d: Any, di: int, plan_name: str, spans: _Spans, group: str) -> bool:
+    """Split an Ethos-U payload (Vela bin stream, see readers.ethosu) into its command stream and
+    weights (what the NPU reads from flash); block headers and I/O tables stay in the payload's rest."""
+    eu = getattr(d, "ethos_u", None)
+    if eu is None:
+        return False
+    who = f"{plan_name} delegate[{di}]"
+    for b in eu.blocks:
+        if b.external:
+            continue
+        if b.name == "cmd_data":
+            spans.add(d.payload_offset + b.offset, b.size,
+                      Part(f"{who} Ethos-U command stream ({eu.command_stream_version})", 0,
+                           "ethos_u_command_stream", group, {"delegate": di, "method": plan_name}))
+        elif b.name == "weight_data":
+            spans.add(d.payload_offset + b.offset, b.size,
+                      Part(f"{who} Ethos-U weights (Vela-encoded)", 0, "ethos_u_weights", group,
+                           {"delegate": di, "method": plan_name}))
+    return True
+
+
 def _xnnpack_parts(d: Any, di: int, plan_name: str, spans: _Spans, group: str, data: Any,
                    named: dict[str, str]) -> bool:
     """Split one XNNPACK payload (header, graph FlatBuffer, constants per entry); False when it cannot.
@@ -292,7 +313,8 @@ def analyze_size(data: bytes | bytearray | memoryview, name: str = "<bytes>", et
                 continue
             seg_done.add(d.index)
             grp = f"delegate {d.id}"
-            if not _xnnpack_parts(d, di, plan.name, spans, grp, data, named):
+            if not (_xnnpack_parts(d, di, plan.name, spans, grp, data, named)
+                    or _ethosu_parts(d, di, plan.name, spans, grp)):
                 spans.add(d.payload_offset, d.payload_size,
                           Part(f"{plan.name} delegate[{di}] {d.id} payload", 0, "delegate", grp))
             else:

@@ -18,7 +18,9 @@ Built in:
 * ``vulkan`` — export/edge stages, then lowering with ``VulkanPartitioner`` (its passes are inline in
   its preprocess, so there is no static list to step through);
 * ``qnn`` — the Qualcomm to-edge transform passes one by one (lowering needs the QNN SDK);
-* ``cadence`` — export/edge stages (its passes run inside its own compiler entry point).
+* ``cadence`` — export/edge stages (its passes run inside its own compiler entry point);
+* ``ethos-u55-128``, ``ethos-u85-256`` — Arm's Ethos-U NPUs: the Arm quantizer, ``EthosUPartitioner``
+  and Vela (:mod:`etlens.build.ethosu`); compiled and estimated, not run (``runs=False``).
 
 Register your own::
 
@@ -95,6 +97,11 @@ class BackendConfig:
             (Cortex-M), so the tracer's last stage is ``to_executorch`` on the transformed edge
             program: its snapshot is the program a ``.pte`` holds, and ``trace_passes(pte=…)``
             writes it.
+        lowering_context: ``(pte_path) -> context manager`` entered around the lowering and the emit of
+            the program (Ethos-U: records what Vela reports at compile time and writes it beside the
+            ``.pte`` as ``<stem>.vela.json``); ``None``: nothing.
+        runs: ``False`` when programs for this backend cannot run on this machine (an NPU with no
+            simulator here): the report builds them and skips the run stages.
     """
 
     name: str
@@ -110,6 +117,8 @@ class BackendConfig:
     to_edge: Callable[[Any, Any], Any] | None = None
     prepare_inputs: Callable[[tuple], tuple] | None = None
     to_executorch: bool = False
+    lowering_context: Callable[[str], Any] | None = None
+    runs: bool = True
 
     def import_errors(self) -> list[tuple[str, BaseException]]:
         """``(module, exception)`` for each module of ``requires`` that does not import."""
@@ -338,6 +347,12 @@ def _xnnpack_partitioner():
     return XnnpackPartitioner()
 
 
+def _ethosu() -> Any:
+    from . import ethosu
+
+    return ethosu
+
+
 def _cortex_m_quantizer():
     from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
 
@@ -459,6 +474,19 @@ register_backend(BackendConfig(
     prepare_inputs=_channels_last,
     to_executorch=True,
 ))
+for _target in ("ethos-u55-128", "ethos-u85-256"):
+    register_backend(BackendConfig(
+        name=_target,
+        description=f"Arm Ethos-U NPU ({_target}): Arm quantizer, EthosUPartitioner, Vela (compiled, estimated, "
+                    "not run: no FVP here)",
+        requires=["executorch.exir", "executorch.backends.arm.ethosu", "ethosu.vela"],
+        install_hint="pip install 'etlens[ethos-u]' && pip install --no-deps tosa-tools==2026.5.0",
+        quantizer_factory=lambda _t=_target: _ethosu().ethosu_quantizer(_t),
+        edge_compile_config=lambda: _ethosu().ethosu_edge_compile_config(),
+        partitioner_factory=lambda _t=_target: _ethosu().ethosu_partitioner(_t),
+        lowering_context=lambda pte, _t=_target: _ethosu().vela_sidecar(_t, pte),
+        runs=False,
+    ))
 register_backend(BackendConfig(
     name="vulkan",
     description="Vulkan GPU delegate: export/edge stages, then VulkanPartitioner lowering",

@@ -274,6 +274,8 @@ class _PlanGraph:
             attrs["location"] = d.location
             if d.xnnpack is not None:
                 attrs["xnnpack"] = d.xnnpack.attrs()
+            elif d.ethos_u is not None:
+                attrs["ethos_u"] = d.ethos_u.attrs()
             elif d.decode_error:
                 attrs["decode_error"] = d.decode_error
         else:
@@ -307,6 +309,8 @@ def _delegate_summary(program: "Program", plan: "ExecutionPlan", i: int) -> dict
             out["named_constant_bytes"] = nbytes
     else:
         out["ops"] = []
+        if d.ethos_u is not None:
+            out["ethos_u"] = d.ethos_u.attrs()
         if d.decode_error:
             out["decode_error"] = d.decode_error
     return out

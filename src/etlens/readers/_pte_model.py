@@ -161,6 +161,7 @@ class Delegate:
     payload_offset: int = 0
     payload_size: int = 0
     xnnpack: Any = None
+    ethos_u: Any = None  # the decoded Vela bin stream (readers.ethosu.EthosUPayload) of an Ethos-U delegate
     decode_error: str | None = None
 
     @property

@@ -98,7 +98,7 @@ def _extended_header(data: bytes | bytearray | memoryview, name: str) -> Extende
 
 def _resolve_payloads(program: Program, inline_spans: list[tuple[int, int]], data: Any, name: str,
                       decode: bool) -> None:
-    """Find each delegate's payload bytes (inline or segment) and decode XNNPACK ones."""
+    """Find each delegate's payload bytes (inline or segment) and decode XNNPACK and Ethos-U ones."""
     base = program.segment_base_offset
     size = len(data)
     for pi, plan in enumerate(program.execution_plan):
@@ -131,6 +131,18 @@ def _resolve_payloads(program: Program, inline_spans: list[tuple[int, int]], dat
                 except FormatError as exc:
                     # A delegate we cannot look inside is not a broken program: keep the size.
                     d.decode_error = str(exc)
+            elif decode:
+                from .ethosu import decode_ethosu, is_ethosu_backend
+
+                if is_ethosu_backend(d.id):
+                    payload = memoryview(data)[d.payload_offset:d.payload_offset + d.payload_size]
+                    named = {nd.key: program.segments[nd.segment_index].size for nd in program.named_data
+                             if nd.segment_index < len(program.segments)}
+                    try:
+                        d.ethos_u = decode_ethosu(payload, name=f"{name}: {where} (Ethos-U payload)",
+                                                  named_sizes=named)
+                    except FormatError as exc:
+                        d.decode_error = str(exc)
 
 
 def read_pte_bytes(data: bytes | bytearray | memoryview, name: str = "<bytes>", *,

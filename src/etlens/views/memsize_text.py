@@ -43,6 +43,31 @@ def format_memory(report: Any, top: int = 10) -> str:
     return "\n".join(lines)
 
 
+def format_ethos_u_memory(npu: dict[str, Any]) -> str:
+    """The Ethos-U budget of a program (``etlens memory``): SRAM and flash per delegate, the totals and,
+    with the Vela sidecar, Vela's own figures beside them."""
+    lines = [f"Ethos-U ({npu.get('target') or 'target unknown'}): SRAM {npu['sram_bytes']} B "
+             f"({format_bytes(npu['sram_bytes'])}) NPU scratch + {npu['arena_bytes']} B program arena = "
+             f"{npu['sram_with_arena_bytes']} B; flash {npu['flash_bytes']} B weights + "
+             f"{npu['command_stream_bytes']} B command stream = {npu['flash_with_command_stream_bytes']} B "
+             f"({format_bytes(npu['flash_with_command_stream_bytes'])})"]
+    for d in npu["delegates"]:
+        if "decode_error" in d:
+            lines.append(f"  delegate {d['method']}[{d['index']}]: payload not decoded ({d['decode_error']})")
+            continue
+        ios = ", ".join("x".join(map(str, io["shape"])) for io in d["inputs"])
+        outs = ", ".join("x".join(map(str, io["shape"])) for io in d["outputs"])
+        lines.append(f"  delegate {d['method']}[{d['index']}]: scratch {d['scratch_bytes']} B, weights "
+                     f"{d['weights_bytes']} B, command stream {d['command_stream_bytes']} B "
+                     f"({d['command_stream_version']}); inputs {ios or '-'}; outputs {outs or '-'}")
+    vela = npu.get("vela")
+    if vela:
+        lines.append(f"  Vela's summary ({vela['partitions']} compile(s)): SRAM {vela['sram_bytes']} B, flash "
+                     f"{vela['flash_bytes']} B, {vela['npu_cycles']:.0f} NPU cycles, {vela['npu_ops']} NPU / "
+                     f"{vela['cpu_ops']} CPU operators")
+    return "\n".join(lines)
+
+
 def format_size(report: Any, top: int = 20) -> str:
     """Where the bytes of a file go, as text: bytes and share per group, then the ``top`` largest parts."""
     total = report.total_bytes or 1

@@ -1,0 +1,98 @@
+"""Arm Ethos-U programs, per operator, without the hardware.
+
+Two sources, no ExecuTorch needed:
+
+* the ``.pte`` itself: each Ethos-U delegate's Vela bin stream (:mod:`etlens.readers.ethosu`) gives
+  the command stream, weights, SRAM scratch and I/O shapes — :func:`ethos_u_memory` turns them into
+  the SRAM/flash budget ``etlens memory`` and ``etlens size`` show;
+* the Vela sidecar (``MODEL.vela.json``, written next to the artifacts at compile time,
+  :mod:`etlens.readers.vela_sidecar`): Vela's summary and per-layer table, the TOSA operator ->
+  fx node records and the partitioner's CPU-fallback reasons — :func:`ethos_u_delegation` maps the
+  per-layer estimates to ATen nodes and modules (:mod:`.mapping`).
+
+Example::
+
+    from etlens.analysis.ethosu import ethos_u_delegation, ethos_u_memory
+    d = ethos_u_delegation("out/model.etrecord")
+    d.totals()["npu_cycles"], [(n.name, n.npu_cycles) for n in d.nodes if n.backend]
+    ethos_u_memory(read("out/model.pte"))["sram_bytes"]
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .mapping import LAYOUT_OPS, EthosUDelegation, LayerMapping, NodeEstimate, map_delegation
+
+__all__ = ["EthosUDelegation", "LayerMapping", "NodeEstimate", "LAYOUT_OPS", "map_delegation",
+           "ethos_u_delegation", "ethos_u_memory", "has_ethos_u"]
+
+
+def has_ethos_u(artifact: str) -> bool:
+    """True when a Vela sidecar sits next to ``artifact`` (an Ethos-U build by etlens)."""
+    from ...readers.vela_sidecar import find_sidecar
+
+    return find_sidecar(artifact) is not None
+
+
+def ethos_u_delegation(artifact: str, method: str | None = None, sidecar: str | None = None) -> EthosUDelegation:
+    """Per-node Vela estimates for an ETRecord (``sidecar``: default ``<stem>.vela.json`` beside it)."""
+    from ...readers.vela_sidecar import find_sidecar, read_sidecar
+    from ..delegation import delegation_graph
+
+    path = sidecar or find_sidecar(artifact, required=True)
+    assert path is not None
+    return map_delegation(delegation_graph(os.fspath(artifact), method=method), read_sidecar(path))
+
+
+def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | None:
+    """SRAM and flash of every Ethos-U delegate of a parsed ``.pte`` (``None`` when it has none).
+
+    ``sram_bytes``: the scratch each delegate needs in SRAM (summed: each delegate gets its own);
+    ``flash_bytes``: the encoded weights (what Vela reports as flash); ``command_stream_bytes`` and
+    ``flash_with_command_stream_bytes``: the command stream stored with them. ``arena_bytes`` is the
+    program's own planned memory (the CPU side: method inputs/outputs and CPU operators), and
+    ``sram_with_arena_bytes`` the sum when both live in SRAM. With a sidecar (``<stem>.vela.json``
+    next to the file, or ``sidecar``) Vela's summary is attached under ``vela`` for comparison.
+    """
+    program = getattr(pte, "program", None)
+    if program is None:
+        return None
+    delegates = []
+    for plan in program.execution_plan:
+        for i, d in enumerate(plan.delegates):
+            if d.ethos_u is None and not (d.decode_error and "Ethos-U" in d.decode_error):
+                continue
+            row: dict[str, Any] = {"method": plan.name, "index": i, "backend_id": d.id,
+                                   "payload_size": d.payload_size}
+            specs = {c.key: c.text() for c in d.compile_specs}
+            row["target"] = specs.get("target")
+            if d.ethos_u is not None:
+                row.update(d.ethos_u.attrs())
+            else:
+                row["decode_error"] = d.decode_error
+            delegates.append(row)
+    if not delegates:
+        return None
+    ok = [d for d in delegates if "decode_error" not in d]
+    arena = sum(sum(p.non_const_buffer_sizes) for p in program.execution_plan)
+    out: dict[str, Any] = {
+        "delegates": delegates,
+        "target": next((d["target"] for d in delegates if d.get("target")), None),
+        "sram_bytes": sum(d["sram_bytes"] for d in ok),
+        "flash_bytes": sum(d["flash_bytes"] for d in ok),
+        "command_stream_bytes": sum(d["command_stream_bytes"] for d in ok),
+        "flash_with_command_stream_bytes": sum(d["flash_with_command_stream_bytes"] for d in ok),
+        "fast_scratch_bytes": None,
+        "arena_bytes": arena,
+        "sram_with_arena_bytes": sum(d["sram_bytes"] for d in ok) + arena,
+    }
+    from ...readers.vela_sidecar import find_sidecar, read_sidecar
+
+    path = sidecar or (find_sidecar(pte.path) if getattr(pte, "path", None) else None)
+    if path:
+        totals = read_sidecar(path).totals()
+        out["vela"] = {k: totals[k] for k in ("target", "sram_bytes", "flash_bytes", "npu_cycles", "macs",
+                                              "npu_ops", "cpu_ops", "partitions")}
+    return out
