@@ -105,7 +105,8 @@ class LayerTable:
                 "mean": {k: num(v) for k, v in self.mean.items()},
                 "added_per_layer": {str(k): num(v) for k, v in self.added.items()},
                 "noise_floor": num(self.noise_floor), "ratio": self.ratio,
-                "first_divergent": self.first_divergent, "first_divergent_layer_index": self.first_divergent_layer_index,
+                "first_divergent": self.first_divergent,
+                "first_divergent_layer_index": self.first_divergent_layer_index,
                 "first_nonzero": self.first_nonzero, "ops": dict(self.ops)}
 
 
