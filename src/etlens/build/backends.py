@@ -102,6 +102,8 @@ class BackendConfig:
             ``.pte`` as ``<stem>.vela.json``); ``None``: nothing.
         runs: ``False`` when programs for this backend cannot run on this machine (an NPU with no
             simulator here): the report builds them and skips the run stages.
+        int8_only: the target computes in int8 only (Ethos-U): a build always quantizes (pt2e with
+            ``quantizer_factory``), as if ``--quantize`` were given.
     """
 
     name: str
@@ -119,6 +121,7 @@ class BackendConfig:
     to_executorch: bool = False
     lowering_context: Callable[[str], Any] | None = None
     runs: bool = True
+    int8_only: bool = False
 
     def import_errors(self) -> list[tuple[str, BaseException]]:
         """``(module, exception)`` for each module of ``requires`` that does not import."""
@@ -486,6 +489,7 @@ for _target in ("ethos-u55-128", "ethos-u85-256"):
         partitioner_factory=lambda _t=_target: _ethosu().ethosu_partitioner(_t),
         lowering_context=lambda pte, _t=_target: _ethosu().vela_sidecar(_t, pte),
         runs=False,
+        int8_only=True,
     ))
 register_backend(BackendConfig(
     name="vulkan",
