@@ -45,9 +45,14 @@ def register(sub) -> None:
     p.add_argument("--method", help="only the runs of this method (a multi-method program, e.g. an LLM's "
                                     "'forward' apart from its metadata methods); default: all")
     p.add_argument("--llm", action="store_true",
-                   help="the LLM view instead of the event table: each run labelled prefill (n tokens) or decode, "
-                        "per-token latency, tokens/s, time per operator class by phase (needs --debug-buffer for "
-                        "the labels). LLM dumps get a one-line version in the summary automatically")
+                   help="the LLM view instead of the event table: each run labelled prefill (n tokens) or decode "
+                        "and split into generate sessions, TTFT, tokens/s, decode latency p50/p90/p99 and drift, "
+                        "time per operator class by phase. Labels are read from logged shapes with --debug-buffer, "
+                        "else inferred from timings and the program (marked inferred). LLM dumps get a one-line "
+                        "version in the summary automatically")
+    p.add_argument("--prompt-len", metavar="N[,N...]",
+                   help="prompt length in tokens (one value for every session, or one per session in order): "
+                        "exact token counts, TTFT and tokens/s on a timing-only dump")
     p.set_defaults(func=run)
 
 
@@ -129,8 +134,11 @@ def _llm_line(prof) -> str:
             parts.append(f"{name} {st.runs} run(s), {st.tokens} token(s), {st.ms_per_token:.4g} ms/token "
                          f"({st.tokens_per_s:,.0f} tokens/s)")
     if not parts:
-        parts.append("runs not labelled (no intermediate outputs: pass --debug-buffer)")
-    return f"LLM ({prof.method}): " + "; ".join(parts) + ". Details: etlens inspect --llm."
+        parts.append("runs not labelled")
+    how = "" if getattr(prof, "labels", "read") == "read" else " (phases inferred from timings: no debug buffer)"
+    n = len(getattr(prof, "sessions", []) or [])
+    sessions = f"{n} sessions; " if n > 1 else ""
+    return f"LLM ({prof.method}){how}: " + sessions + "; ".join(parts) + ". Details: etlens inspect --llm."
 
 
 def run(args) -> int:
@@ -159,7 +167,9 @@ def run(args) -> int:
         if args.llm or not args.no_summary:
             from ..analysis.llm import llm_profile
 
-            llm = llm_profile(insp, args.method)
+            from ..analysis.llm_phases import parse_prompt_lens
+
+            llm = llm_profile(insp, args.method, prompt_lens=parse_prompt_lens(getattr(args, "prompt_len", None)))
             if args.llm and llm is None:
                 from ..errors import EtlensError
 

@@ -50,7 +50,7 @@ PEAK = 1.8
 #: ... and its heavy-over-light contrast (:mod:`.signals`) this many times theirs (without an ETRecord,
 #: no contrast: the work alone must reach :data:`PEAK_ALONE`)
 CONTRAST = 1.45
-PEAK_ALONE = 2.5
+PEAK_ALONE = 5.0
 #: a session starts where the attention time drops back to its floor by this much (log of the ratio)
 RESET = 0.3
 #: runs on each side that make a run's local baseline
