@@ -13,7 +13,8 @@ def register(sub) -> None:
         "etlens model-explorer model.etrecord -o graph.json --clusters --node-data latency=lat.json",
         description="Writes a graph-collection JSON that Model Explorer (pip install ai-edge-model-explorer) "
                     "opens, a <stem>.style.json of node-styler rules colouring each partition, and one "
-                    "<stem>.<name>.nodedata.json per --node-data overlay.")
+                    "<stem>.<name>.nodedata.json per --node-data overlay. An Ethos-U ETRecord with its Vela "
+                    "sidecar (MODEL.vela.json) also gets an 'npu_cycles' overlay (Vela's estimate per node).")
     p.add_argument("artifact", help=".etrecord, .pte, .pt2 or etlens trace/graph JSON")
     p.add_argument("-o", "--output", required=True, help="graph JSON to write (e.g. graph.json)")
     p.add_argument("--clusters", action="store_true",
@@ -38,6 +39,12 @@ def run(args) -> int:
         if not sep or not name or not path:
             raise EtlensError(f"--node-data {item!r}: expected NAME=PATH (e.g. latency=latency.json)")
         overlays[name] = load_node_values(path)
+    if str(args.artifact).endswith(".etrecord") and "npu_cycles" not in overlays:
+        from ..analysis.ethosu import ethos_u_delegation, has_ethos_u
+
+        if has_ethos_u(args.artifact):  # an Ethos-U build: Vela's estimated NPU cycles per node as an overlay
+            overlays["npu_cycles"] = {n.name: float(n.npu_cycles) for n in
+                                      ethos_u_delegation(args.artifact, method=args.method).nodes if n.npu_cycles}
     from ..readers.program import resolve_program
 
     label = args.label or os.path.basename(args.artifact)
