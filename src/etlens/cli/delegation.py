@@ -35,12 +35,15 @@ def run(args) -> int:
     partitioner = _partitioner(args.why) if args.why else None
     info = get_delegation_info(args.artifact, method=args.method, partitioner=partitioner,
                                etrecord_view="recorded" if args.recorded else "lowered")
+    npu = _ethos_u(args)
     if args.format == "json":
         data = info.to_dict()
         data["artifact"] = args.artifact
         data["delegated"] = info.num_delegated_subgraphs > 0
         if not data["delegated"]:
             data["message"] = _no_delegates(args.artifact, info)
+        if npu is not None:  # Ethos-U build: one row per ATen node + Vela's totals (MODEL.vela.json beside it)
+            data.update(npu.to_json())
         text = json.dumps(data, indent=2, default=str)
     elif args.format in ("csv", "tsv"):  # ExecuTorch's per-operator table, with the Total row
         text = info.get_operator_delegation_dataframe().to_csv(sep="\t" if args.format == "tsv" else ",",
@@ -51,8 +54,21 @@ def run(args) -> int:
             text = _no_delegates(args.artifact, info) + "\n\n" + text
         if args.graph:
             text += "\n" + format_delegated_graph(args.artifact, method=args.method)
+        if npu is not None:
+            from ..views.ethosu_text import format_ethos_u_delegation
+
+            text += "\n" + format_ethos_u_delegation(npu)
     write_text(text, args.output)
     return EXIT_OK
+
+
+def _ethos_u(args):
+    """Vela's per-node estimates when the artifact is an ETRecord with a Vela sidecar beside it."""
+    if args.recorded or not str(args.artifact).endswith(".etrecord"):
+        return None
+    from ..analysis.ethosu import ethos_u_delegation, has_ethos_u
+
+    return ethos_u_delegation(args.artifact, method=args.method) if has_ethos_u(args.artifact) else None
 
 
 def _no_delegates(path: str, info) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ._common import add_command, write_text
-from .options import EXIT_OK, add_output, render_records
+from .options import EXIT_OK, add_gate, add_output, gate_failed, render_records
 
 __all__ = ["register", "run"]
 
@@ -19,6 +19,10 @@ def register(sub) -> None:
     p.add_argument("--html", metavar="FILE", help="also write the arena occupancy chart (offline HTML)")
     p.add_argument("--top", type=int, default=10, help="tensors listed per arena in the text output")
     p.add_argument("--method", help="only this method (e.g. 'forward' of an LLM program; default: every method)")
+    add_gate(p, "sram-bytes", "Ethos-U programs: fail when the NPU scratch (SRAM) of every delegate plus the "
+             "program's arena exceeds N bytes", metavar="N", type=int)
+    add_gate(p, "flash-bytes", "Ethos-U programs: fail when the weights plus command streams (flash) exceed N bytes",
+             metavar="N", type=int)
     p.set_defaults(func=run)
 
 
@@ -39,8 +43,10 @@ def run(args) -> int:
         from ..readers.etrecord import read as read_etrecord
 
         attach_etrecord(report, read_etrecord(args.etrecord))
+    doc = report.to_json()
+    npu = _ethos_u(args, doc)
     if args.format == "json":
-        text = json.dumps(report.to_json(), indent=1)
+        text = json.dumps(doc, indent=1)
     elif args.format in ("csv", "tsv"):  # one row per planned tensor, every method and arena
         text = render_records([{"method": m.name, **t.to_json()} for m in report.methods for t in m.tensors],
                               args.format)
@@ -48,9 +54,42 @@ def run(args) -> int:
         from ..views.memsize_text import format_memory
 
         text = format_memory(report, args.top)
+        if npu is not None:
+            from ..views.memsize_text import format_ethos_u_memory
+
+            text += "\n" + format_ethos_u_memory(npu)
     write_text(text, args.output)
     if args.html:
         from ..views.memory_timeline import write_memory_html
 
         write_memory_html(report, args.html)
+    return _gates(args, npu)
+
+
+def _ethos_u(args, doc: dict) -> dict | None:
+    """Ethos-U delegates' SRAM and flash (``doc['ethos_u']``), from their Vela payloads."""
+    from ..analysis.ethosu import ethos_u_memory
+    from ..readers.pte import read
+
+    npu = ethos_u_memory(read(args.pte))
+    if npu is not None:
+        doc["ethos_u"] = npu
+    return npu
+
+
+def _gates(args, npu: dict | None) -> int:
+    checks = [("sram-bytes", args.fail_on_sram_bytes, "sram_with_arena_bytes", "SRAM (NPU scratch + arena)"),
+              ("flash-bytes", args.fail_on_flash_bytes, "flash_with_command_stream_bytes",
+               "flash (weights + command streams)")]
+    for flag, limit, key, what in checks:
+        if limit is None:
+            continue
+        if npu is None:
+            from ..errors import EtlensError
+
+            raise EtlensError(f"{args.pte}: --fail-on-{flag} needs an Ethos-U program, but the file has no "
+                              "EthosUBackend delegate")
+        if npu[key] > limit:
+            return gate_failed(f"{args.pte}: {what} is {npu[key]} bytes, over the {limit}-byte budget "
+                               f"(--fail-on-{flag})")
     return EXIT_OK
