@@ -86,7 +86,7 @@ def _json_seeds(which: str) -> Callable[[str | None], list[bytes]]:
 
 def _debug_seeds(extra: str | None) -> list[bytes]:
     """A debug buffer paired with its real ETDump (the ETDump stays fixed; see ``_exercise_debug``)."""
-    return [(ROOT / "tests" / "data" / "mlp_portable.debug.bin").read_bytes()[:8192]]
+    return [(ROOT / "tests" / "data" / "mlp_portable.debug.bin").read_bytes()[:16384]]
 
 
 def _vela_seeds(extra: str | None) -> list[bytes]:
@@ -295,6 +295,9 @@ def run_format(kind: str, seconds: float, out: Path, extra: str | None, seed: in
             fig[k] = fig.get(k, 0) + counts.get(k, 0)
         (out / kind / "counts.json").unlink(missing_ok=True)
         if proc.returncode == 0:
+            break
+        if "INITED" not in proc.stdout:       # the child did not get to fuzzing (an import error): no retry
+            fig["start_error"] = proc.stdout.strip().splitlines()[-1][:300] if proc.stdout.strip() else "?"
             break
         fig["native_crashes"] += 1
         fig["restarts"] += 1
