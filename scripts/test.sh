@@ -6,16 +6,57 @@
 # corpus (-m "not fuzz"), with ETLENS_NO_SKIP=1 so that a skip (a missing extra, browser, Java)
 # fails instead of hiding a regression (tests/conftest.py: ALLOWED_SKIPS lists the data-dependent
 # ones). Extra arguments go to pytest and win (e.g. scripts/test.sh -k inspector, or -m "not corpus").
+#
+# --under-load runs the tests on a busy machine, on purpose: a busy loop on every core but one (or
+# --under-load=all: on every core; --under-load=N: N loops) for as long as the tests run, killed when
+# they end (also on Ctrl-C, and each loop exits by itself if this script dies). The suite must pass
+# like that: no test may rest on live timing noise (docs/fleet.md, "Tests on a busy machine").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+load=""
+args=()
+for a in "$@"; do
+  case "$a" in
+    --under-load) load=busy ;;
+    --under-load=*) load=${a#--under-load=} ;;
+    *) args+=("$a") ;;
+  esac
+done
 bash scripts/setup.sh
 export ETLENS_FIXTURE_CACHE=${ETLENS_FIXTURE_CACHE:-$PWD/.cache/fixtures}
 export ETLENS_NO_SKIP=${ETLENS_NO_SKIP:-1}
-# the fixtures whose timings the fleet tests judge are measured first, alone on the machine
-# (tests/fleet/prebuild.py says why); a failure here shows again, with its reason, in the tests that use them
-if [ $# -eq 0 ]; then
-  mkdir -p .cache
-  .venv/bin/python -m tests.fleet.prebuild 2> .cache/prebuild.log \
-    || echo "note: the timed fleet fixtures will be built by the tests (.cache/prebuild.log says why)"
+pytest_cmd=(.venv/bin/python -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider -m "not fuzz" ${args[@]+"${args[@]}"})
+if [ -z "$load" ]; then
+  exec "${pytest_cmd[@]}"
 fi
-exec .venv/bin/python -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider -m "not fuzz" "$@"
+cores=$(nproc)
+case "$load" in
+  busy) n=$(( cores > 1 ? cores - 1 : 1 )) ;;
+  all) n=$cores ;;
+  *[!0-9]*|"") echo "test.sh: --under-load takes nothing, =all or =N (a number of busy loops), not '$load'" >&2; exit 2 ;;
+  *) n=$load ;;
+esac
+hogs=()
+stop_hogs() {
+  for p in ${hogs[@]+"${hogs[@]}"}; do kill "$p" 2>/dev/null || true; done
+  for p in ${hogs[@]+"${hogs[@]}"}; do wait "$p" 2>/dev/null || true; done
+  hogs=()
+}
+trap stop_hogs EXIT
+trap 'stop_hogs; exit 130' INT
+trap 'stop_hogs; exit 143' TERM
+for _ in $(seq "$n"); do
+  # pure CPU, no I/O; checks now and then that this script is alive, so a SIGKILLed run leaves no loop behind
+  python3 -c 'import os, sys
+parent = int(sys.argv[1])
+while os.getppid() == parent:
+    for _ in range(2_000_000):
+        pass' "$$" &
+  hogs+=($!)
+done
+echo "test.sh: under load: $n busy loop(s) on $cores core(s) (pids ${hogs[*]})"
+start=$(date +%s)
+rc=0
+"${pytest_cmd[@]}" || rc=$?
+echo "test.sh: tests took $(( $(date +%s) - start )) s under load ($n busy loop(s)), exit $rc"
+exit $rc
