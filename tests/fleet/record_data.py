@@ -7,10 +7,12 @@ Everything but the timings is deterministic: the models (seeded weights), their 
 ExecuTorch toolchain, portable kernels: every operator is its own timed event with a debug handle; the
 ``.pte`` files are byte-identical from one recording to the next, their sha256 is in the manifest), the file
 names, the manifest and the order in which the processes run. The one exception besides the timings: the
-ETRecord holds ``graph_id`` values that are Python object ids (memory addresses) of the exporting process. Each process is a fork of one driver interpreter that loads
-the program from its bytes, runs it :data:`RUNS` times and writes one ETDump (as ``make_replicas.py`` does),
-so each file is one process — the unit of replication of ``etlens compare``. The roles of a model run
-interleaved (process 0 of every role, then process 1 …), so a drift of the machine's load hits them alike.
+ETRecord holds ``graph_id`` values that are Python object ids (memory addresses) of the exporting process.
+
+Each process is a fork of one driver interpreter that loads the program from its bytes, runs it :data:`RUNS`
+times and writes one ETDump (as ``make_replicas.py`` does), so each file is one process — the unit of
+replication of ``etlens compare``. The roles of a model run interleaved (process 0 of every role, then
+process 1 …), so a drift of the machine's load hits them alike.
 
 Models (weights kept small so the ``.etrecord`` files stay small; batch sizes keep the ops above the
 verdict's ``min_delta_ms``):
