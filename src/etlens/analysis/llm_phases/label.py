@@ -56,7 +56,7 @@ RESET = 0.3
 #: runs on each side that make a run's local baseline
 WINDOW = 8
 #: first runs of a dump left out of the attention-reset signal (thread pools and caches warming up)
-_WARMUP = 3
+_WARMUP = WINDOW
 #: rough growth of the contrast (else the work) per prompt token, for estimates only
 _TOKEN_CONTRAST = 0.1
 _TOKEN_WORK = 0.15
@@ -145,7 +145,8 @@ def _reset_scores(att: np.ndarray, mask: np.ndarray, work: np.ndarray) -> np.nda
     of the dump (first-run effects) are left out."""
     k = len(att)
     w = np.asarray(work, float)
-    busy = w > 1.25 * float(np.median(w)) if len(w) else np.zeros(k, bool)
+    # the attention is already per unit of work: only runs slowed far beyond a busy CPU's usual are left out
+    busy = w > 3.0 * float(np.median(w)) if len(w) else np.zeros(k, bool)
     a = np.where(mask | busy | ~np.isfinite(att), np.nan, att)
     a[:_WARMUP] = np.nan
     out = np.zeros(k)
@@ -287,13 +288,20 @@ def _dynamic_sessions(w: np.ndarray, peaks: np.ndarray, rel: np.ndarray, sig: Ru
     ev = {0: "first run of the dump (empty cache)"}
     big = peaks >= PEAK
     reset = _reset_scores(np.asarray(sig.attention, float), big | np.roll(big, 1), w)
+    size = np.log(np.maximum(peaks, 1e-9)) + np.where(
+        np.isfinite(rel), 2.0 * np.log(np.maximum(np.nan_to_num(rel, nan=1.0), 1e-9)), 0.0)
     if lens is not None and len(lens) > 1:
         if len(lens) > k:
             raise EtlensError(f"--prompt-len gives {len(lens)} sessions but the dump has {k} forward run(s)")
-        size = np.log(np.maximum(peaks, 1e-9)) + np.where(
-            np.isfinite(rel), 2.0 * np.log(np.maximum(np.nan_to_num(rel, nan=1.0), 1e-9)), 0.0)
+        free, free_ev = _dynamic_sessions(w, peaks, rel, sig, None, k)
+        if len(free) == len(lens):  # the sessions found without the lengths agree on their number: keep them
+            for j in free[1:]:
+                ev[j] = free_ev[j] + f", session {free.index(j)} of {len(lens)} (--prompt-len)"
+            return free, ev
+        # else place exactly that many: the best-scoring runs in order (a dynamic program)
         # a prompt of one or two tokens does not stand out: only the position reset can place its session
-        scores = [reset + (size if p >= 3 else 0.0) for p in lens[1:]]
+        # (a little of the size still breaks ties between the runs of one reset plateau)
+        scores = [reset + (size if p >= 3 else 0.25 * size) for p in lens[1:]]
         # the run after a prefill may be slow too: never two session starts in a row
         starts = [0] + _best_boundaries(np.array(scores), len(lens) - 1, [2] * len(lens))
         for j in starts[1:]:
@@ -308,15 +316,23 @@ def _dynamic_sessions(w: np.ndarray, peaks: np.ndarray, rel: np.ndarray, sig: Ru
             starts.append(j)
             ev[j] = f"work {peaks[j]:.1f}x the decode runs around it" + (
                 f", heavy kernels {rel[j]:.1f}x the light ones (more tokens)" if rel[j] == rel[j] else "")
-    return _add_resets(starts, ev, reset, big), ev
+    # after a prefill the next runs' attention is often slowed for a while (caches, thread pools): not a
+    # position, so those runs are left out of the reset signal
+    after = np.zeros(k, bool)
+    for s0 in starts:
+        after[s0:s0 + WINDOW] = True
+    reset = _reset_scores(np.asarray(sig.attention, float), big | after, w)
+    return _add_resets(starts, ev, reset, big, size), ev
 
 
 def _add_resets(starts: list[int], ev: dict[int, str], reset: np.ndarray,
-                big: Optional[np.ndarray] = None) -> list[int]:
+                big: Optional[np.ndarray] = None, size: Optional[np.ndarray] = None) -> list[int]:
     """Session starts where the attention time drops back to its floor by at least :data:`RESET`, away from
     the starts already found. Every run up to :data:`WINDOW` before a reset scores about the same (its
-    window already reaches the new session), so a start is the *last* run of a plateau of top scores;
-    with ``big`` (prefill-sized runs, dynamic shapes) a prefill just before it is the start instead."""
+    window already reaches the new session), and so do the first runs of the new session while they
+    are slowed (their attention is not at the floor yet): of such a plateau the start is the run that
+    looks most like a prefill (``size``: work and contrast, dynamic shapes), else the last run of the
+    top scores; with ``big`` (prefill-sized runs) a prefill just before it is the start instead."""
     k = len(reset)
     out = list(starts)
     j = 1
@@ -329,9 +345,14 @@ def _add_resets(starts: list[int], ev: dict[int, str], reset: np.ndarray,
             end += 1
         top = float(reset[j:end + 1].max())
         b = max(i for i in range(j, end + 1) if reset[i] >= top - 0.02)
+        if size is not None:
+            near = [i for i in range(j, end + 1) if reset[i] >= top - 0.15]
+            best = max(near, key=lambda i: size[i])
+            if size[best] >= math.log(1.15):
+                b = best
         if big is not None and b > 0 and big[b - 1] and not big[b]:
             b -= 1
-        if all(abs(b - x) > 2 for x in out):
+        if all(abs(b - x) > WINDOW for x in out):  # a drop within a window of a start is that start's
             out.append(b)
             ev[b] = f"attention time drops back to its floor (position reset, {math.exp(-reset[b]):.2f}x)"
         j = end + 1
@@ -356,6 +377,12 @@ def _static_sessions(sig: RunSignals, lens: Optional[list[int]], k: int) -> tupl
     if sum(lens) > k:
         raise EtlensError(f"--prompt-len {','.join(map(str, lens))}: a static-shape program feeds each prompt one "
                           f"token per run ({sum(lens)} runs), but the dump has only {k} forward run(s)")
+    free, free_ev = _static_sessions(sig, None, k)
+    bounds = free + [k]
+    if len(free) == len(lens) and all(bounds[i + 1] - bounds[i] >= lens[i] for i in range(len(lens))):
+        for j in free[1:]:
+            ev[j] = free_ev[j] + f", session {free.index(j)} of {len(lens)} (--prompt-len)"
+        return free, ev
     reset = _reset_scores(np.asarray(sig.attention, float), np.zeros(k, bool), np.asarray(sig.work, float))
     starts = [0] + _best_boundaries(reset, len(lens) - 1, lens)
     for j in starts[1:]:
