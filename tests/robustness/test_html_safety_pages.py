@@ -34,7 +34,8 @@ def pages(tmp_path_factory):
     from etlens.analysis.memory import analyze_memory
     from etlens.analysis.size import size_of_file
     from etlens.fleet import Side, collect, compare
-    from etlens.fleet.html import compare_html, dashboard_html
+    from etlens.fleet.dashboard import dashboard_data
+    from etlens.views.fleet_pages import compare_html, dashboard_html
     from etlens.readers.pte import read
     from etlens.views.memory_timeline import write_memory_html
     from etlens.views.treemap import write_treemap_html
@@ -61,7 +62,7 @@ def pages(tmp_path_factory):
     etdp = str(H.DATA / "mlp_portable.etdp")
     collect([etdp], ds, meta={"device": HOSTILE[1], "build": "a" + HOSTILE[3]}, progress=False)
     collect([etdp], ds, meta={"device": HOSTILE[1], "build": "b" + HOSTILE[0]}, progress=False)
-    (d / "dashboard.html").write_text(dashboard_html(ds), encoding="utf-8")
+    (d / "dashboard.html").write_text(dashboard_html(dashboard_data(ds)), encoding="utf-8")
     out["dashboard"] = str(d / "dashboard.html")
 
     a, b = Side.of_etdumps([etdp]), Side.of_etdumps([etdp])

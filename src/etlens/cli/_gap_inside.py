@@ -7,10 +7,8 @@ gate) when a value crosses ``--fail-on-gap``, as in the artifact mode.
 
 from __future__ import annotations
 
-import json
-
-from ._common import write_text
-from .options import EXIT_OK, gate_failed, add_model_source, model_spec, render_records
+from .emit import emit
+from .options import EXIT_OK, add_backend, add_model_source, gate_failed, model_spec
 
 __all__ = ["add_inside_arguments", "run_inside"]
 
@@ -19,11 +17,11 @@ def add_inside_arguments(p) -> None:
     """The model-mode flags of ``etlens gap``."""
     g = p.add_argument_group("inside delegates (lower and run a model instead of reading artifacts)")
     src = g.add_mutually_exclusive_group()
-    add_model_source(src, demo_default="mlp")
+    add_model_source(src)
     g.add_argument("--inside-delegates", action="store_true",
                    help="one row per op inside each delegate, computed by the backend's kernels (implied by --model)")
     g.add_argument("--quantize", action="store_true", help="pt2e int8-quantize with the backend's quantizer first")
-    g.add_argument("--backend", default="xnnpack", help="partitioner to lower with (default xnnpack)")
+    add_backend(g, help="partitioner to lower with")
     g.add_argument("--bisect", action="store_true",
                    help="confirm the first crossing with O(log N) single-value builds (needs --fail-on-gap)")
 
@@ -44,13 +42,7 @@ def run_inside(args) -> int:
     model, inputs, _name = load_model(spec)
     res = inside_delegates(model, inputs, backend=args.backend, quantize=args.quantize, metric=args.metric,
                            threshold=args.threshold, bisect=args.bisect)
-    if args.format == "json":
-        text = json.dumps(res.to_dict(), indent=2, default=str)
-    elif args.format in ("csv", "tsv"):
-        text = render_records(res.to_dict()["rows"], args.format)
-    else:
-        text = res.to_text()
-    write_text(text, args.output)
+    emit(args, doc=res.to_dict, rows=lambda: res.to_dict()["rows"], text=res.to_text)
     if res.crossing:
         return gate_failed(f"a value inside a delegate crosses --fail-on-gap {args.threshold:g} ({args.metric})")
     return EXIT_OK

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ._common import add_command
-from .options import EXIT_OK, add_output, gate_failed, render_records
+from .emit import emit
+from .options import EXIT_OK, add_output, gate_failed
 
 
 def register(sub) -> None:
@@ -99,11 +100,8 @@ def run(args) -> int:
 
 
 def _report(args, a, b) -> int:
-    import json
-
     from ..fleet.compare import compare
     from ..fleet.ingest import model_id
-    from ._common import write_text
 
     for side, pte in ((a, args.pte_a), (b, args.pte_b)):
         if pte:
@@ -111,7 +109,7 @@ def _report(args, a, b) -> int:
     res = compare(a, b, alpha=args.alpha, min_effect=args.min_effect, min_delta_ms=args.min_delta_ms,
                   noise_k=args.noise_k, unit=args.unit, fdr=args.fdr)
     if args.html:
-        from ..fleet.html import compare_html
+        from ..views.fleet_pages import compare_html
 
         with open(args.html, "w", encoding="utf-8") as f:
             f.write(compare_html(res))
@@ -119,20 +117,19 @@ def _report(args, a, b) -> int:
     cols = ["verdict", "event_name", "module_path", "a_p50_ms", "b_p50_ms", "ratio", "floor", "p_value"]
     if res["summary"]["prior_spread"] is not None:   # processes as the unit: the ratio the verdict judged, too
         cols.insert(6, "unit_ratio")
-    if args.format == "json":  # {rows, modules, summary}
-        text = json.dumps(out, indent=1, default=float)
-    elif args.format in ("csv", "tsv"):  # every op row, every field
-        text = render_records(res["rows"], args.format)
-    else:
+
+    def text() -> str:
         from tabulate import tabulate
 
         shown = [r for r in res["rows"] if r["verdict"] != "same"] or res["rows"][:10]
         s = res["summary"]
-        text = tabulate([[r.get(c) for c in cols] for r in shown], headers=cols, floatfmt=".4g") + \
+        return tabulate([[r.get(c) for c in cols] for r in shown], headers=cols, floatfmt=".4g") + \
             f"\n{s['regressions']} regression(s), {s['improvements']} improvement(s) over {s['ops']} ops; " \
             f"whole-model p50 {s['model_latency']['a_p50_ms']} -> {s['model_latency']['b_p50_ms']} ms " \
             f"({s['model_latency']['verdict']})\n" + _unit_line(s)
-    write_text(text, args.output)
+
+    # JSON: {rows, modules, summary}; CSV/TSV: every op row, every field
+    emit(args, doc=out, rows=res["rows"], text=text)
     regressed = res["summary"]["regressions"] or res["summary"]["model_latency"]["verdict"] == "regression"
     if regressed and args.fail_on_regression:
         return gate_failed("regression(s) between A and B")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
-from ._common import add_command, write_text
+from ._common import add_command
+from .emit import emit
 from .options import EXIT_OK, add_output
 
 
@@ -35,30 +34,29 @@ def run(args) -> int:
     partitioner = _partitioner(args.why) if args.why else None
     info = get_delegation_info(args.artifact, method=args.method, partitioner=partitioner,
                                etrecord_view="recorded" if args.recorded else "lowered")
+    data = info.to_dict()
+    data["artifact"] = args.artifact
+    data["delegated"] = info.num_delegated_subgraphs > 0
+    if not data["delegated"]:
+        data["message"] = _no_delegates(args.artifact, info)
     npu = _ethos_u(args)
-    if args.format == "json":
-        data = info.to_dict()
-        data["artifact"] = args.artifact
-        data["delegated"] = info.num_delegated_subgraphs > 0
-        if not data["delegated"]:
-            data["message"] = _no_delegates(args.artifact, info)
-        if npu is not None:  # Ethos-U build: one row per ATen node + Vela's totals (MODEL.vela.json beside it)
-            data.update(npu.to_json())
-        text = json.dumps(data, indent=2, default=str)
-    elif args.format in ("csv", "tsv"):  # ExecuTorch's per-operator table, with the Total row
-        text = info.get_operator_delegation_dataframe().to_csv(sep="\t" if args.format == "tsv" else ",",
-                                                                index=False)
-    else:
-        text = info.format_report()
+    if npu is not None:  # Ethos-U build: one row per ATen node + Vela's totals (MODEL.vela.json beside it)
+        data.update(npu.to_json())
+
+    def text() -> str:
+        out = info.format_report()
         if info.num_delegated_subgraphs == 0:
-            text = _no_delegates(args.artifact, info) + "\n\n" + text
+            out = _no_delegates(args.artifact, info) + "\n\n" + out
         if args.graph:
-            text += "\n" + format_delegated_graph(args.artifact, method=args.method)
+            out += "\n" + format_delegated_graph(args.artifact, method=args.method)
         if npu is not None:
             from ..views.ethosu_text import format_ethos_u_delegation
 
-            text += "\n" + format_ethos_u_delegation(npu)
-    write_text(text, args.output)
+            out += "\n" + format_ethos_u_delegation(npu)
+        return out
+
+    # CSV/TSV: ExecuTorch's per-operator table, with the Total row
+    emit(args, doc=data, rows=info.get_operator_delegation_dataframe, text=text)
     return EXIT_OK
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
-from ._common import add_command, write_text
-from .options import EXIT_OK, add_output, render_rows
+from ._common import add_command
+from .emit import emit
+from .options import EXIT_OK, add_output
 
 
 def register(sub) -> None:
@@ -18,12 +17,8 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..build.demos import DEMOS
 
-    if args.format == "json":  # {name: description}, as before
-        text = json.dumps({name: desc for name, (_, desc) in DEMOS.items()}, indent=2)
-    elif args.format in ("csv", "tsv"):
-        text = render_rows(["name", "description"], [(n, d) for n, (_, d) in DEMOS.items()], args.format)
-    else:
-        width = max(len(n) for n in DEMOS)
-        text = "\n".join(f"{name:{width}}  {desc}" for name, (_, desc) in DEMOS.items())
-    write_text(text, args.output)
+    width = max(len(n) for n in DEMOS)
+    emit(args, doc={name: desc for name, (_, desc) in DEMOS.items()},   # JSON: {name: description}
+         rows=[{"name": n, "description": d} for n, (_, d) in DEMOS.items()],
+         text="\n".join(f"{name:{width}}  {desc}" for name, (_, desc) in DEMOS.items()))
     return EXIT_OK

@@ -9,10 +9,9 @@ graphs (selecting a node highlights its counterpart).
 
 from __future__ import annotations
 
-import json
-
-from ._common import add_command, write_text
-from .options import EXIT_OK, add_output, flatten, render_rows
+from ._common import add_command
+from .emit import emit
+from .options import EXIT_OK, add_output
 
 __all__ = ["register", "run"]
 
@@ -102,13 +101,7 @@ def run(args) -> int:
     else:
         d = {"path_a": args.a, "path_b": args.b, "format_a": fa, "format_b": fb}
     d["graphs"] = _graph_diff(art_a, art_b)
-    if args.format == "json":
-        text = json.dumps(d, indent=1, default=str)
-    elif args.format in ("csv", "tsv"):  # one row per field of the JSON document
-        text = render_rows(["field", "value"], flatten(d), args.format)
-    else:
-        text = _format(d)
-    write_text(text, args.output)
+    emit(args, doc=d, text=lambda: _format(d))   # CSV/TSV: one field,value row per field of the document
     if args.html:
         from ..views.html import generate_compare_html
 

@@ -10,12 +10,10 @@ source line.
 
 from __future__ import annotations
 
-import json
-import math
-
-from ._common import add_command, write_text
+from ._common import add_command
 from ._gap_inside import add_inside_arguments, run_inside
-from .options import EXIT_OK, add_gate, gate_failed, add_output, render_rows
+from .emit import emit
+from .options import EXIT_OK, add_gate, gate_failed, add_output
 
 _METRICS = ["MSE", "L1", "SNR", "cosine", "max_abs"]
 
@@ -117,8 +115,8 @@ def run(args) -> int:
     first = analysis.first_divergence(args.threshold, args.metric, multi_output=multi) if crossing else None
     explain = analysis.explain_unpaired(multi_output=multi) if args.explain else None
 
-    if args.format == "json":
-        doc = {
+    def doc() -> dict:
+        out = {
             "metric": args.metric,
             "threshold": args.threshold,
             "reference_graph": analysis.reference_graph,
@@ -127,25 +125,18 @@ def run(args) -> int:
             "rows": [{
                 "aot_debug_handle": list(r.aot_debug_handle), "aot_ops": list(r.aot_ops),
                 "runtime_ops": list(r.runtime_ops), "runtime_debug_handle": list(r.runtime_debug_handle),
-                "gap": [None if (isinstance(g, float) and math.isnan(g)) else
-                        (str(g) if isinstance(g, float) and math.isinf(g) else g) for g in r.gap],
+                "gap": list(r.gap),   # NaN and inf are null (the emitter's NaN policy)
                 "crosses_threshold": i in crossing,
             } for i, r in enumerate(df.itertuples())],
             "crossing": len(crossing),
             "first_divergence": first.to_dict() if first else None,
         }
         if explain is not None:
-            doc["unpaired"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in rec.items()
-                                if k != "stack_trace"} for rec in explain.astype(object).where(
-                                    explain.notna(), None).to_dict("records")]
-        text = json.dumps(doc, indent=2, default=str)
-    elif args.format in ("csv", "tsv"):
-        text = render_rows(["group", "aot_ops", "runtime_ops", "aot_debug_handle", "runtime_debug_handle", "gap",
-                            "crosses_threshold"],
-                           [[i, list(r.aot_ops), list(r.runtime_ops), list(r.aot_debug_handle),
-                             list(r.runtime_debug_handle), list(r.gap), i in crossing]
-                            for i, r in enumerate(df.itertuples())], args.format)
-    else:
+            out["unpaired"] = [{k: v for k, v in rec.items() if k != "stack_trace"}
+                               for rec in explain.astype(object).where(explain.notna(), None).to_dict("records")]
+        return out
+
+    def text() -> str:
         from tabulate import tabulate
 
         rows = [[i, _short(r.aot_ops), _short(r.runtime_ops), _short(r.aot_debug_handle, 6), _fmt_gap(r.gap),
@@ -167,8 +158,13 @@ def run(args) -> int:
             lines += ["", f"without a row of their own ({len(explain)}):",
                       tabulate([[r.side, r.name, r.reason, r.detail] for r in explain.itertuples()],
                                headers=["side", "name", "reason", "why"], tablefmt="simple")]
-        text = "\n".join(lines)
-    write_text(text, args.output)
+        return "\n".join(lines)
+
+    emit(args, doc=doc, text=text,
+         rows=(["group", "aot_ops", "runtime_ops", "aot_debug_handle", "runtime_debug_handle", "gap",
+                "crosses_threshold"],
+               [[i, list(r.aot_ops), list(r.runtime_ops), list(r.aot_debug_handle), list(r.runtime_debug_handle),
+                 list(r.gap), i in crossing] for i, r in enumerate(df.itertuples())]))
     if crossing:
         return gate_failed(f"{len(crossing)} op group(s) cross --fail-on-gap {args.threshold:g} ({args.metric})")
     return EXIT_OK

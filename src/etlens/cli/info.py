@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
-from ._common import add_command, write_text
-from .options import EXIT_OK, add_output, flatten, render_rows
+from ._common import add_command
+from .emit import emit
+from .options import EXIT_OK, add_output
 
 
 def register(sub) -> None:
@@ -21,11 +20,6 @@ def run(args) -> int:
     from ..views.text import format_summary
 
     summary = read(args.artifact).summary()
-    if args.format == "json":
-        text = json.dumps(summary, indent=2, sort_keys=False, default=str)
-    elif args.format in ("csv", "tsv"):  # one row per field of the JSON document
-        text = render_rows(["field", "value"], flatten(summary), args.format)
-    else:
-        text = format_summary(summary)
-    write_text(text, args.output)
+    # CSV/TSV: one field,value row per field of the JSON document
+    emit(args, doc=summary, text=lambda: format_summary(summary))
     return EXIT_OK

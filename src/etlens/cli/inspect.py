@@ -14,12 +14,12 @@ its module path and source line, plus the framework tax; ``--format json`` gives
 
 from __future__ import annotations
 
-import json
 import sys
 
 from .._progress import console
 from ._common import add_command, write_text
-from .options import EXIT_OK, add_output, flatten, render_records, render_rows
+from .emit import emit, render, wants_data
+from .options import EXIT_OK, add_output
 
 __all__ = ["register", "run"]
 
@@ -56,41 +56,8 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _json_rows(df) -> str:
-    import math
-
-    def clean(v):
-        if isinstance(v, float) and math.isnan(v):
-            return None
-        if hasattr(v, "item") and not isinstance(v, (list, dict, str)):
-            try:
-                return v.item()
-            except (ValueError, AttributeError):
-                return str(v)
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        if isinstance(v, dict):
-            return {str(k): clean(x) for k, x in v.items()}
-        return v
-
-    rows = [{k: clean(v) for k, v in rec.items()} for rec in df.to_dict(orient="records")]
-    return json.dumps(rows, indent=1, default=str)
-
-
-def _clean_json(v):
-    import math
-
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {str(k): _clean_json(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_clean_json(x) for x in v]
-    return v
-
-
-def _by_node(insp, args) -> tuple[str, int, str]:
-    """(text, rows, summary line) of ``--by-node``."""
+def _by_node(insp) -> tuple[dict, int, str]:
+    """(the emitter's shapes, rows, summary line) of ``--by-node``."""
     att = insp.attribution()
     s = att.summary()
     frac = s["attributed_fraction"]
@@ -98,16 +65,24 @@ def _by_node(insp, args) -> tuple[str, int, str]:
             f"{s['delegate_internal_ms']:.4f}, of which attributed to nodes {s['attributed_ms']:.4f}"
             + (f" = {100 * frac:.1f}%" if frac is not None else "") + f"; delegate overhead "
             f"{s['delegate_overhead_ms']:.4f}), kernels {s['operator_ms']:.4f}, framework tax {s['framework_ms']:.4f}")
-    if args.format == "json":
-        return json.dumps(_clean_json(att.to_json()), indent=1), len(att.rows), line
-    df = insp.node_dataframe()
-    if args.format in ("tsv", "csv"):
-        return df.to_csv(sep="\t" if args.format == "tsv" else ",", index=False), len(df), line
+
+    def text() -> str:
+        from tabulate import tabulate
+
+        shown = insp.node_dataframe().drop(columns=["debug_handles", "match", "op", "backend", "p10 (ms)",
+                                                    "p90 (ms)"])
+        shown["backend_ops"] = [", ".join(x[:2]) + (" …" if len(x) > 2 else "") for x in shown["backend_ops"]]
+        return tabulate(shown, headers="keys", tablefmt="simple", showindex=False, floatfmt=".4f")
+
+    return {"doc": att.to_json, "rows": insp.node_dataframe, "text": text}, len(att.rows), line
+
+
+def _table(df) -> str:
+    """The event table for people: the raw ``start_time`` ticks are left to TSV/CSV/JSON."""
     from tabulate import tabulate
 
-    shown = df.drop(columns=["debug_handles", "match", "op", "backend", "p10 (ms)", "p90 (ms)"])
-    shown["backend_ops"] = [", ".join(x[:2]) + (" …" if len(x) > 2 else "") for x in shown["backend_ops"]]
-    return tabulate(shown, headers="keys", tablefmt="simple", showindex=False, floatfmt=".4f"), len(df), line
+    shown = df.drop(columns=[c for c in ("start_time",) if c in df.columns])
+    return tabulate(shown, headers="keys", tablefmt="simple", showindex=False)
 
 
 def _allocations(args) -> int:
@@ -116,13 +91,7 @@ def _allocations(args) -> int:
     from ..views.allocations import format_allocations
 
     summary = allocation_summary(read_etdump(args.etdump))
-    if args.format == "json":
-        text = json.dumps(summary, indent=1)
-    elif args.format in ("csv", "tsv"):
-        text = render_rows(["field", "value"], flatten(summary), args.format)
-    else:
-        text = format_allocations(summary)
-    write_text(text, args.output)
+    emit(args, doc=summary, text=lambda: format_allocations(summary))   # CSV/TSV: field,value rows
     return EXIT_OK
 
 
@@ -178,12 +147,8 @@ def run(args) -> int:
         if args.llm:
             from ..views.llm import llm_text
 
-            if args.format == "json":
-                text = json.dumps(_clean_json(llm.to_json()), indent=1)
-            elif args.format in ("csv", "tsv"):  # one row per run: phase, tokens, time
-                text = render_records(llm.to_json()["runs"], args.format)
-            else:
-                text = llm_text(llm)
+            # CSV/TSV: one row per run: phase, tokens, time
+            shapes = {"doc": llm.to_json, "rows": lambda: llm.to_json()["runs"], "text": lambda: llm_text(llm)}
             nrows = len(llm.runs)
         elif args.by_node:
             if not args.etrecord:
@@ -194,23 +159,16 @@ def run(args) -> int:
             if not args.pte:
                 warnings.warn("--by-node without --pte: time inside delegates stays <unattributed>; pass the "
                               ".pte to attribute it to nodes", stacklevel=1)
-            text, nrows, by_node_line = _by_node(insp, args)
-        elif args.all_events:
-            df = insp.to_dataframe(method=args.method).drop(columns=["debug_data"])
+            shapes, nrows, by_node_line = _by_node(insp)
         else:
-            df = insp.printed_dataframe(method=args.method)
+            if args.all_events:
+                df = insp.to_dataframe(method=args.method).drop(columns=["debug_data"])
+            else:
+                df = insp.printed_dataframe(method=args.method)
+            nrows = len(df)
+            shapes = {"rows": df, "text": lambda: _table(df)}
+        text = render(args, **shapes)
         bar.update(1)
-        if args.by_node or args.llm:
-            pass
-        elif args.format == "table":
-            from tabulate import tabulate
-
-            shown = df.drop(columns=[c for c in ("start_time",) if c in df.columns])  # raw ticks: in tsv/json
-            text = tabulate(shown, headers="keys", tablefmt="simple", showindex=False)
-        elif args.format in ("tsv", "csv"):
-            text = df.to_csv(sep="\t" if args.format == "tsv" else ",", index=False)
-        else:
-            text = _json_rows(df)
         if args.perfetto:
             bar.set_description("writing timeline")
             insp.write_perfetto_trace(args.perfetto)
@@ -219,13 +177,13 @@ def run(args) -> int:
         bar.update(1)
         bar.close()
     for w in caught:
-        if "Output Buffer not found" in str(w.message) and args.format != "table":
+        if "Output Buffer not found" in str(w.message) and wants_data(args):
             continue
         print(f"etlens: warning: {w.message}", file=console())
     write_text(text, args.output)
     notes = []
     if args.output:
-        notes.append(f"wrote {nrows if args.by_node or args.llm else len(df)} rows to {args.output}")
+        notes.append(f"wrote {nrows} rows to {args.output}")
     if args.perfetto:
         notes.append(f"wrote timeline {args.perfetto} (open in https://ui.perfetto.dev)")
     if args.tensorboard:
@@ -234,7 +192,7 @@ def run(args) -> int:
     if summary and llm is not None:
         summary += "\n" + _llm_line(llm)
     # keep machine-readable stdout clean: notes and summary go to stderr unless the table went to a file
-    stream = sys.stdout if (args.format == "table" or args.output) else console()
+    stream = sys.stdout if (not wants_data(args) or args.output) else console()
     if summary:
         print("\n" + summary if stream is sys.stdout and not args.output else summary, file=stream)
     for n in notes:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
-from ._common import add_command, write_text
-from .options import EXIT_OK, add_gate, add_output, gate_failed, render_records
+from ._common import add_command
+from .emit import emit
+from .options import EXIT_OK, add_gate, add_output, gate_failed
 
 __all__ = ["register", "run"]
 
@@ -43,22 +42,22 @@ def run(args) -> int:
         from ..readers.etrecord import read as read_etrecord
 
         attach_etrecord(report, read_etrecord(args.etrecord))
+    from ..views.memsize_text import format_memory
+
     doc = report.to_json()
     npu = _ethos_u(args, doc)
-    if args.format == "json":
-        text = json.dumps(doc, indent=1)
-    elif args.format in ("csv", "tsv"):  # one row per planned tensor, every method and arena
-        text = render_records([{"method": m.name, **t.to_json()} for m in report.methods for t in m.tensors],
-                              args.format)
-    else:
-        from ..views.memsize_text import format_memory
 
-        text = format_memory(report, args.top)
+    def text() -> str:
+        out = format_memory(report, args.top)
         if npu is not None:
             from ..views.memsize_text import format_ethos_u_memory
 
-            text += "\n" + format_ethos_u_memory(npu)
-    write_text(text, args.output)
+            out += "\n" + format_ethos_u_memory(npu)
+        return out
+
+    # CSV/TSV: one row per planned tensor, every method and arena
+    emit(args, doc=doc, rows=[{"method": m.name, **t.to_json()} for m in report.methods for t in m.tensors],
+         text=text)
     if args.html:
         from ..views.memory_timeline import write_memory_html
 

@@ -7,9 +7,12 @@ everywhere:
   to every subcommand that prints data. ``table`` is for people (aligned columns), ``csv``/``tsv``
   are one header row and one row per item, ``json`` keeps every field. Old spellings still work as
   deprecated aliases: ``--json`` means ``--format json`` and ``--format text`` means ``--format table``.
-  :func:`render_rows` turns ``(columns, rows)`` into any of the four.
+  :func:`etlens.cli.emit.emit` renders a command's result in the asked format and writes it (one
+  JSON style, one NaN policy); ``render_rows`` / ``render_records`` / ``flatten`` are re-exported from there.
 * **model source** — :func:`add_model_source` adds ``--model FILE.py:FN`` (or ``package.module:FN``)
-  and ``--demo NAME`` (see ``etlens demos``); artifacts are named by their own flags
+  and ``--demo [NAME]`` (see ``etlens demos``; a bare ``--demo`` is :data:`DEFAULT_DEMO` everywhere);
+  :func:`add_backend` adds ``--backend NAME``, a name of the backend registry checked at parse time;
+  artifacts are named by their own flags
   (``--etdump``, ``--etrecord``, ``--debug-buffer``, ``--pte``), the same on every subcommand.
 * **gates** — :func:`add_gate` adds a ``--fail-on-<what>`` flag; :func:`gate_failed` prints one
   ``etlens: gate failed: …`` line and returns :data:`EXIT_GATE`.
@@ -23,7 +26,7 @@ Example::
     add_output(p)                      # --format {table,csv,tsv,json}, --json (deprecated), -o
     add_gate(p, "size-kb", "exit 3 when the file is larger than KB kibibytes", metavar="KB")
     ...
-    write_text(render_rows(["part", "bytes"], rows, args.format), args.output)
+    emit(args, rows=(["part", "bytes"], rows))   # from .emit: --format and -o applied there
     return gate_failed("file is 912 KiB > --fail-on-size-kb 800") if too_big else EXIT_OK
 """
 
@@ -33,9 +36,11 @@ import argparse
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .emit import flatten, render_records, render_rows
+
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_GATE", "EXIT_INTERRUPTED", "EXIT_CODES", "FORMATS",
-           "add_output", "add_model_source", "model_spec", "add_gate", "gate_failed", "exit_codes_help",
-           "render_rows", "render_records", "flatten"]
+           "DEFAULT_DEMO", "DEFAULT_BACKEND", "add_output", "add_model_source", "add_backend", "model_spec",
+           "add_gate", "gate_failed", "exit_codes_help", "render_rows", "render_records", "flatten"]
 
 #: the command did what was asked
 EXIT_OK = 0
@@ -99,18 +104,54 @@ def add_output(p: argparse.ArgumentParser, *, default: str = "table", output_hel
                        help=output_help or "write the output to FILE instead of stdout")
 
 
-def add_model_source(p: Any, *, demo_default: str | None = "cnn", model_help: str | None = None) -> None:
+#: the demo ``--demo`` with no name builds, on every command (``etlens demos`` lists them all)
+DEFAULT_DEMO = "cnn"
+#: the backend ``--backend`` lowers to when not given, on every command
+DEFAULT_BACKEND = "xnnpack"
+
+
+def add_model_source(p: Any, *, model_help: str | None = None) -> None:
     """``--model FILE.py:FN`` and ``--demo [NAME]`` on ``p`` (a parser or an argument group).
 
     Give a mutually exclusive group to make them exclusive with other sources (``--etdump`` …).
-    ``--model`` also accepts a demo name, so ``--model cnn`` equals ``--demo cnn``.
+    ``--model`` also accepts a demo name, so ``--model cnn`` equals ``--demo cnn``; a bare ``--demo``
+    means :data:`DEFAULT_DEMO` on every command.
     """
     p.add_argument("--model", metavar="FILE.py:FN",
                    help=model_help or "a function returning (module, example_inputs), as path/to/file.py:FN or "
                                       "package.module:FN (a demo name works too)")
-    demo = f" (default {demo_default})" if demo_default else ""
-    p.add_argument("--demo", nargs="?" if demo_default else None, const=demo_default, metavar="NAME",
-                   help=f"a built-in demo model{demo}; see `etlens demos`")
+    p.add_argument("--demo", nargs="?", const=DEFAULT_DEMO, metavar="NAME",
+                   help=f"a built-in demo model (default {DEFAULT_DEMO}); see `etlens demos`")
+
+
+def _registry_names() -> list[str]:
+    """The backend registry's names (the registry module imports nothing heavy: no torch, no ExecuTorch)."""
+    import importlib
+
+    for mod in ("etlens.build.backends", "etlens.passes.backends"):
+        try:
+            return list(importlib.import_module(mod).backend_names())
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not mod.startswith(exc.name):
+                raise
+    return []
+
+
+def _backend_name(text: str) -> str:
+    """argparse ``type`` of ``--backend``: a name of the backend registry, checked at parse time."""
+    name = text.strip()
+    names = _registry_names()
+    if name not in names:
+        raise argparse.ArgumentTypeError(f"unknown backend {name!r}; registered: {', '.join(names)} "
+                                         "(see `etlens trace --list-backends`)")
+    return name
+
+
+def add_backend(p: Any, *, default: str = DEFAULT_BACKEND, help: str = "backend to lower to") -> None:
+    """``--backend NAME``: a name of the backend registry (checked when the command line is parsed, without
+    importing ExecuTorch), the same option on every command that lowers a model."""
+    p.add_argument("--backend", type=_backend_name, default=default, metavar="NAME",
+                   help=f"{help}: a registered backend ({', '.join(_registry_names())}; default {default})")
 
 
 def model_spec(args: argparse.Namespace) -> str | None:
@@ -139,68 +180,3 @@ def gate_failed(message: str) -> int:
 
     print(f"etlens: gate failed: {message}", file=console())
     return EXIT_GATE
-
-
-def _cell(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(_cell(v)) for v in value)
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={_cell(v)}" for k, v in value.items())
-    return "" if value is None else value
-
-
-def render_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, *,
-                floatfmt: str = ".4g", footer: str | None = None) -> str:
-    """``(columns, rows)`` as a table, CSV, TSV or JSON (a list of row objects).
-
-    ``footer`` (a summary line) is added under the table only: CSV/TSV/JSON stay pure data.
-    Lists in cells become ``a, b`` in table/CSV/TSV and stay lists in JSON.
-    """
-    import json
-
-    rows = [list(r) for r in rows]
-    if fmt == "json":
-        return json.dumps([dict(zip(columns, r)) for r in rows], indent=1, default=str)
-    if fmt in ("csv", "tsv"):
-        import csv
-        import io
-
-        buf = io.StringIO()
-        w = csv.writer(buf, delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n")
-        w.writerow(columns)
-        w.writerows([[_cell(c) for c in r] for r in rows])
-        return buf.getvalue()
-    from tabulate import tabulate
-
-    text = tabulate([[_cell(c) for c in r] for r in rows], headers=list(columns), floatfmt=floatfmt,
-                    tablefmt="simple")
-    return text + (f"\n{footer}" if footer else "")
-
-
-def render_records(records: Sequence[dict[str, Any]], fmt: str, *, columns: Sequence[str] | None = None,
-                   footer: str | None = None) -> str:
-    """A list of row objects (dicts) in ``fmt``; the columns are ``columns`` or every key, in first-seen order."""
-    if columns is None:
-        seen: dict[str, None] = {}
-        for rec in records:
-            seen.update(dict.fromkeys(rec))
-        columns = list(seen)
-    return render_rows(columns, [[rec.get(c) for c in columns] for rec in records], fmt, footer=footer)
-
-
-def flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """``(field path, value)`` rows of nested dicts/lists: the CSV/TSV form of a document with no natural table.
-
-    >>> flatten({"a": {"b": 1}, "c": [2, {"d": 3}]})
-    [('a.b', 1), ('c[0]', 2), ('c[1].d', 3)]
-    """
-    out: list[tuple[str, Any]] = []
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out += flatten(v, f"{prefix}.{k}" if prefix else str(k))
-    elif isinstance(obj, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in obj):
-        for i, v in enumerate(obj):
-            out += flatten(v, f"{prefix}[{i}]")
-    else:
-        out.append((prefix, list(obj) if isinstance(obj, tuple) else obj))
-    return out

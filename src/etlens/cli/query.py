@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ._common import add_command
-from .options import EXIT_OK, add_output, render_rows
+from .emit import emit
+from .options import EXIT_OK, add_output
 
 
 def register(sub) -> None:
@@ -27,8 +28,6 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..errors import EtlensError
     from ..fleet.sql import by_sql, query_table, top_ops_sql
-    from ._common import write_text
-
     given = [x for x in (args.sql, args.top_ops, args.by) if x is not None]
     if len(given) != 1:
         raise EtlensError("query: give exactly one of SQL, --top-ops N or --by COLUMN")
@@ -40,5 +39,5 @@ def run(args) -> int:
     else:
         sql = by_sql(args.by, dialect)
     cols, rows = query_table(args.dataset, sql, args.engine)
-    write_text(render_rows(cols, rows, args.format, footer=f"({len(rows)} rows)"), args.output)
+    emit(args, rows=(cols, rows), footer=f"({len(rows)} rows)")
     return EXIT_OK

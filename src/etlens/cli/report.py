@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._common import add_command
-from .options import EXIT_OK, add_gate, add_model_source, gate_failed, model_spec
+from .options import EXIT_OK, add_backend, add_gate, add_model_source, gate_failed, model_spec
 
 
 def register(sub) -> None:
@@ -13,7 +13,7 @@ def register(sub) -> None:
         description="Build the joined report from a model (traced, lowered and run with the real ExecuTorch "
                     "toolchain) or from artifacts that came off a device.")
     src = p.add_mutually_exclusive_group(required=True)
-    add_model_source(src, demo_default="cnn")
+    add_model_source(src)
     src.add_argument("--etdump", metavar="F", help="ETDump from a device run (.etdp)")
     src.add_argument("--dataset", metavar="DIR", help="a fleet dataset (`etlens collect`): the fleet dashboard")
     p.add_argument("--etrecord", metavar="F", help="ETRecord written at export (with --etdump)")
@@ -25,8 +25,7 @@ def register(sub) -> None:
                                     "the one that did the work, e.g. 'forward' next to an LLM's metadata methods)")
     p.add_argument("--title", help="page title (default: 'etlens report: ' + the model's class, demo name or file "
                                    "stem; for artifacts the .pte or .etdp stem; for a dataset its directory name)")
-    p.add_argument("--backend", default="xnnpack", choices=["xnnpack", "portable"],
-                   help="lowering target for --demo/--model (default xnnpack)")
+    add_backend(p, help="lowering target for --demo/--model")
     p.add_argument("--quantize", action="store_true", help="pt2e int8-quantize first (--demo/--model)")
     p.add_argument("--runs", type=int, default=5, help="runtime runs for --demo/--model (default 5)")
     p.add_argument("--debug-buffer-size", type=int, metavar="BYTES",
@@ -115,10 +114,11 @@ def _stem(path: str) -> str:
 
 
 def _dashboard(args) -> int:
-    """``report --dataset``: the offline fleet dashboard (etlens.fleet.html)."""
-    from ..fleet.html import dashboard_html
+    """``report --dataset``: the offline fleet dashboard (numbers: etlens.fleet.dashboard; page: etlens.views)."""
+    from ..fleet.dashboard import dashboard_data
+    from ..views.fleet_pages import dashboard_html
 
     with open(args.output, "w", encoding="utf-8") as f:
-        f.write(dashboard_html(args.dataset, title=args.title))
+        f.write(dashboard_html(dashboard_data(args.dataset), title=args.title))
     print(f"wrote {args.output}  (fleet dashboard of {args.dataset})")
     return EXIT_OK

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
-from ._common import add_command, write_text
-from .options import EXIT_OK, add_output, render_records
+from ._common import add_command
+from .emit import emit
+from .options import EXIT_OK, add_output
 
 __all__ = ["register", "run"]
 
@@ -32,14 +31,9 @@ def run(args) -> int:
     report = size_of_file(args.pte, etrecord)
     from ..views.memsize_text import format_size
 
-    if args.format == "json":
-        text = json.dumps(report.to_json(), indent=1)
-    elif args.format in ("csv", "tsv"):  # one row per part; the bytes add up to the file size
-        text = render_records([p.to_json() for p in report.parts], args.format,
-                              columns=["name", "bytes", "kind", "group", "detail"])
-    else:
-        text = format_size(report, args.top)
-    write_text(text, args.output)
+    # CSV/TSV: one row per part; the bytes add up to the file size
+    emit(args, doc=report.to_json(), rows=[p.to_json() for p in report.parts],
+         columns=["name", "bytes", "kind", "group", "detail"], text=lambda: format_size(report, args.top))
     if args.html:
         from ..views.treemap import write_treemap_html
 

@@ -7,7 +7,7 @@ import os
 from ..errors import EtlensError, first_line
 from .._progress import console
 from ._common import add_command
-from .options import EXIT_ERROR, EXIT_OK, add_model_source, model_spec
+from .options import EXIT_ERROR, EXIT_OK, add_backend, add_model_source, model_spec
 
 _EXAMPLE = ("etlens trace --model cnn --backend xnnpack -o trace.json --html trace.html\n"
             "  etlens trace --model cnn --backend cortex_m --quantize --quantize-io -o cm.json   # + cm.pte\n"
@@ -18,12 +18,11 @@ _EXAMPLE = ("etlens trace --model cnn --backend xnnpack -o trace.json --html tra
 def register(sub) -> None:
     p = add_command(sub, "trace", "trace a compilation pass by pass (graph, diff, timings, debug handles)",
                     _EXAMPLE)
-    add_model_source(p, demo_default="cnn",
+    add_model_source(p,
                      model_help="path/to/file.py:ATTR or MODULE:ATTR (a demo name works too); ATTR is a function "
                                 "returning (model, example_inputs), or an nn.Module (then give --input-shape or "
                                 "define example_inputs next to it)")
-    p.add_argument("--backend", default="xnnpack", help="registered backend (default: xnnpack; 'aten' needs only "
-                                                        "PyTorch)")
+    add_backend(p, help="backend to trace ('aten' needs only PyTorch)")
     p.add_argument("-o", "--output", help="trace JSON to write (default: <model>.<backend>.trace.json)")
     p.add_argument("--html", help="also write the pass-by-pass HTML viewer here")
     p.add_argument("--quantize", action="store_true", help="pt2e-quantize with the backend's quantizer first")

@@ -6,10 +6,9 @@ Exit status: 0 when every case matches its expected outputs, 3 (a failed gate) w
 
 from __future__ import annotations
 
-import json
-
-from ._common import add_command, write_text
-from .options import EXIT_OK, add_output, gate_failed, render_records
+from ._common import add_command
+from .emit import emit
+from .options import EXIT_OK, add_output, gate_failed
 
 __all__ = ["register", "run"]
 
@@ -28,23 +27,22 @@ def run(args) -> int:
     from ..analysis.bundled import verify_bundled
 
     res = verify_bundled(args.bpte, atol=args.atol, rtol=args.rtol)
-    if args.format == "json":
-        text = json.dumps(res, indent=1)
-    elif args.format in ("csv", "tsv"):  # one row per test case
-        text = render_records(res["cases"], args.format)
-    else:
-        lines = []
-        for c in res["cases"]:
-            mad = "-" if c["max_abs_diff"] is None else f"{c['max_abs_diff']:.3g}"
-            why = c.get("error") or c.get("detail") or ""
-            lines.append(f"{'PASS' if c['passed'] else 'FAIL'}  {c['method']}[{c['index']}]  max_abs_diff {mad}"
-                         + (f"  {why}" if why and not c["passed"] else ""))
-        n_fail = sum(not c["passed"] for c in res["cases"])
-        lines.append(f"{len(res['cases']) - n_fail}/{len(res['cases'])} cases passed (atol {args.atol}, "
-                     f"rtol {args.rtol})")
-        text = "\n".join(lines)
-    write_text(text, args.output)
+    emit(args, doc=res, rows=res["cases"], text=lambda: _text(res, args))   # CSV/TSV: one row per test case
     failed = [f"{c['method']}[{c['index']}]" for c in res["cases"] if not c["passed"]]
     if failed:
         return gate_failed(f"{len(failed)} bundled test case(s) failed: {', '.join(failed)}")
     return EXIT_OK
+
+
+def _text(res: dict, args) -> str:
+    """One PASS/FAIL line per case and a count."""
+    lines = []
+    for c in res["cases"]:
+        mad = "-" if c["max_abs_diff"] is None else f"{c['max_abs_diff']:.3g}"
+        why = c.get("error") or c.get("detail") or ""
+        lines.append(f"{'PASS' if c['passed'] else 'FAIL'}  {c['method']}[{c['index']}]  max_abs_diff {mad}"
+                     + (f"  {why}" if why and not c["passed"] else ""))
+    n_fail = sum(not c["passed"] for c in res["cases"])
+    lines.append(f"{len(res['cases']) - n_fail}/{len(res['cases'])} cases passed (atol {args.atol}, "
+                 f"rtol {args.rtol})")
+    return "\n".join(lines)

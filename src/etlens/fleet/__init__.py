@@ -5,7 +5,8 @@
 * :mod:`.sql` (``etlens query``): DuckDB over the views ``events``, ``runs``, ``ops``; :mod:`.spark` runs
   the same views and SQL on Apache Spark and ingests on a cluster.
 * :func:`compare` (``etlens compare``): per op and per module, A vs B with a statistical verdict
-  (:mod:`.stats`); :mod:`.html` draws it, and the fleet dashboard (``etlens report --dataset``).
+  (:mod:`.stats`); :mod:`.dashboard` gathers the fleet dashboard's numbers (``etlens report --dataset``).
+  The pages of both are drawn by :mod:`etlens.views.fleet_pages`.
 
 Nothing here needs torch: the dataset is built by etlens' own ETDump/ETRecord readers.
 """

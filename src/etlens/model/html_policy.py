@@ -9,16 +9,24 @@ which embeds viewer pages as ``srcdoc`` frames, adds only the frame sources it n
 Example::
 
     from etlens.model.html_policy import csp_meta
-    page = f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>…"
+    head = "<meta charset='utf-8'>" + csp_meta() + "<title>…"   # the policy before anything it governs
+
+(Every page builds its head with :func:`etlens.views.page.page`, which puts this tag first.)
 """
 
 from __future__ import annotations
 
-__all__ = ["CSP", "csp_meta"]
+__all__ = ["CSP", "REPORT_CSP", "csp_meta"]
 
 #: the viewer's policy: inline script/style, data: images and fonts, no network, no forms, no <base>
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
        "font-src data:; connect-src 'none'; form-action 'none'; base-uri 'none'")
+
+#: the report's policy: the viewer's sources plus the ``srcdoc``/``blob:`` frames it embeds (each frame is a
+#: viewer page carrying :data:`CSP` itself)
+REPORT_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; "
+              "frame-src 'self' data: blob:; child-src 'self' data: blob:; connect-src 'none'; base-uri 'none'; "
+              "form-action 'none'")
 
 
 def csp_meta(policy: str = CSP) -> str:

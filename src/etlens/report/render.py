@@ -11,16 +11,18 @@ so collecting numbers (``collect.py``) and drawing them stay separate.
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from ..model.html_policy import REPORT_CSP
+from ..views.page import esc as _e
+from ..views.page import page as page_shell
+
 __all__ = ["Card", "Section", "ReportPage", "render_report", "table_html", "bar_chart_svg", "iframe_html"]
 
-CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; "
-       "frame-src 'self' data: blob:; child-src 'self' data: blob:; connect-src 'none'; base-uri 'none'; "
-       "form-action 'none'")
+#: the report's Content-Security-Policy (:data:`etlens.model.html_policy.REPORT_CSP`)
+CSP = REPORT_CSP
 
 
 @dataclass
@@ -50,10 +52,6 @@ class ReportPage:
     cards: list[Card] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -121,11 +119,10 @@ def bar_chart_svg(items: Sequence[tuple[str, float]], *, unit: str = "ms", width
 def iframe_html(document: str, *, title: str, height: int = 640) -> str:
     """Embed a complete HTML document (a viewer page) inline through ``srcdoc``."""
     return (f"<iframe class='viewer' title='{_e(title)}' style='height:{height}px' "
-            f"sandbox='allow-scripts allow-downloads' srcdoc=\"{html.escape(document, quote=True)}\"></iframe>")
+            f"sandbox='allow-scripts allow-downloads' srcdoc=\"{_e(document)}\"></iframe>")
 
 
 _CSS = """
-:root{--fg:#1f2937;--muted:#6b7280;--line:#e5e7eb;--bg:#f8fafc;--card:#fff;--ok:#15803d;--warn:#b45309;--bad:#b91c1c;--info:#1d4ed8}
 *{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:var(--fg);background:var(--bg)}
 header{padding:18px 28px;background:#0f172a;color:#f8fafc}header h1{margin:0;font-size:22px}header p{margin:4px 0 0;color:#cbd5e1}
 nav{position:sticky;top:0;z-index:5;background:#fff;border-bottom:1px solid var(--line);padding:8px 28px;display:flex;gap:16px;flex-wrap:wrap}
@@ -161,13 +158,10 @@ def render_report(page: ReportPage) -> str:
         for s in page.sections)
     notes = ("<section id='notes'><h2>Notes</h2><ul class='notes'>"
              + "".join(f"<li>{_e(n)}</li>" for n in page.notes) + "</ul></section>") if page.notes else ""
-    return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{_e(page.title)}</title><style>{_CSS}</style></head><body>"
+    return page_shell(
+        page.title,
         f"<header><h1>{_e(page.title)}</h1><p>{_e(page.subtitle)}</p></header>"
         f"<nav><a href='#summary'>Summary</a>{nav}</nav><main>"
         f"<section id='summary'><h2>Summary</h2><div class='cards'>{cards}</div></section>"
-        f"{sections}{notes}</main></body></html>"
-    )
+        f"{sections}{notes}</main>",
+        css=_CSS, csp=REPORT_CSP)

@@ -21,14 +21,13 @@ writes a whole page. Example::
 from __future__ import annotations
 
 import hashlib
-import html
 import os
 from typing import Any
 
-from ..model.html_policy import csp_meta
+from .page import esc, page
 from .text import format_bytes
 
-__all__ = ["memory_svg", "write_memory_html", "MEMORY_CSS", "TOOLTIP_JS"]
+__all__ = ["memory_svg", "memory_page", "write_memory_html", "MEMORY_CSS", "TOOLTIP_JS"]
 
 MEMORY_CSS = """
 .etl-mem{font:13px system-ui,sans-serif;color:#1d2433}
@@ -99,7 +98,7 @@ def _arena_svg(m: Any, arena: Any, width: int = 960) -> str:
         py = y0 - curve_h * arena.peak_live / top
         parts.append(f"<circle cx='{px:.1f}' cy='{py:.1f}' r='4' fill='#d9480f' data-tip='peak "
                      f"{arena.peak_live} B ({format_bytes(arena.peak_live)}) at instruction {arena.peak_at}: "
-                     f"{html.escape(m.instructions[arena.peak_at] if arena.peak_at < len(m.instructions) else '')}'/>")
+                     f"{esc(m.instructions[arena.peak_at] if arena.peak_at < len(m.instructions) else '')}'/>")
         parts.append(f"<line x1='{px:.1f}' x2='{px:.1f}' y1='10' y2='{y0 + 20 + map_h}' stroke='#d9480f' "
                      f"stroke-width='1' stroke-dasharray='2 2'/>")
     parts.append(f"<text x='4' y='{y0 - 2}' font-size='10' fill='#666'>live</text>")
@@ -109,7 +108,7 @@ def _arena_svg(m: Any, arena: Any, width: int = 960) -> str:
     for t in sorted(mine, key=lambda t: -t.size):
         h = max(map_h * t.size / top, 1.0)
         cls = "t" + (f" {bad[t.value]}" if t.value in bad else "")
-        tip = html.escape(_tip(t, m.instructions), quote=True)
+        tip = esc(_tip(t, m.instructions))
         parts.append(f"<rect class='{cls}' x='{x(t.first):.1f}' y='{my + map_h * t.offset / top:.1f}' "
                      f"width='{max(x(t.last + 1) - x(t.first), 1.5):.1f}' height='{h:.1f}' "
                      f"fill='{'#64748b' if t.role == 'state' else _color(t.producer or str(t.value))}' "
@@ -131,7 +130,7 @@ def memory_svg(report: Any, width: int = 960) -> str:
         for a in m.arenas:
             conflicts = [o for o in m.overlaps if o.arena == a.id and o.kind == "conflict"]
             aliases = [o for o in m.overlaps if o.arena == a.id and o.kind == "alias"]
-            out.append(f"<h3>{html.escape(m.name)} · arena {a.id}</h3>")
+            out.append(f"<h3>{esc(m.name)} · arena {a.id}</h3>")
             facts = (f"size {a.size} B ({format_bytes(a.size)}) · peak live {a.peak_live} B at instruction "
                      f"{a.peak_at} · waste {a.waste} B · {sum(1 for t in m.tensors if t.arena == a.id)} tensors, "
                      f"{len(a.live_at_peak)} live at the peak")
@@ -144,24 +143,28 @@ def memory_svg(report: Any, width: int = 960) -> str:
                 facts += (f" · state (KV cache, grey, live all method long, not waste): {len(state)} tensors, "
                           f"{format_bytes(sum(t.size for t in state))}"
                           + (f" = {per:g} B/token × max_seq_len {kv['max_seq_len']}" if per == per else ""))
-            out.append(f"<p class='facts'>{html.escape(facts)}"
+            out.append(f"<p class='facts'>{esc(facts)}"
                        + (f" · <span class='bad'>{len(conflicts)} conflicting overlap(s): planner bug</span>"
                           if conflicts else "") + "</p>")
             out.append(_arena_svg(m, a, width))
         if not m.arenas:
-            out.append(f"<h3>{html.escape(m.name)}</h3><p class='facts'>no planned memory arena</p>")
+            out.append(f"<h3>{esc(m.name)}</h3><p class='facts'>no planned memory arena</p>")
     out.append("</div>")
     return "".join(out)
 
 
 def write_memory_html(report: Any, path: str, title: str | None = None) -> str:
     """Write the whole page (offline) and return ``path``."""
-    title = title or f"memory · {os.path.basename(report.path)}"
-    doc = (f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>{html.escape(title)}</title>"
-           f"<style>body{{margin:16px}}{MEMORY_CSS}</style></head><body class='etl-mem'>"
-           f"<h2>{html.escape(title)}</h2><p class='facts'>Each bar is a planned tensor: x = the instructions it "
-           f"is live for, y = its bytes in the arena. The blue curve is the live bytes; the orange dot the peak."
-           f" Hover for details.</p>{memory_svg(report)}<script>{TOOLTIP_JS}</script></body></html>")
+    doc = memory_page(report, title)
     with open(path, "w", encoding="utf-8") as f:
         f.write(doc)
     return path
+
+
+def memory_page(report: Any, title: str | None = None) -> str:
+    """The whole offline page :func:`write_memory_html` writes, as a string (the notebook display embeds it)."""
+    title = title or f"memory · {os.path.basename(report.path)}"
+    return page(title, "<p class='facts'>Each bar is a planned tensor: x = the instructions it is live for, y = its "
+                "bytes in the arena. The blue curve is the live bytes; the orange dot the peak. Hover for details.</p>"
+                + memory_svg(report), css="body{margin:16px}" + MEMORY_CSS, script=TOOLTIP_JS, heading="h2",
+                body_class="etl-mem")

@@ -13,15 +13,14 @@ Example::
 
 from __future__ import annotations
 
-import html
 import os
 from typing import Any
 
-from ..model.html_policy import csp_meta
 from .memory_timeline import TOOLTIP_JS
+from .page import esc, page
 from .text import format_bytes
 
-__all__ = ["squarify", "treemap_svg", "write_treemap_html", "TREEMAP_CSS"]
+__all__ = ["squarify", "treemap_svg", "treemap_page", "write_treemap_html", "TREEMAP_CSS"]
 
 TREEMAP_CSS = """
 .etl-size{font:13px system-ui,sans-serif;color:#1d2433}
@@ -106,25 +105,25 @@ def treemap_svg(report: Any, width: int = 960, height: int = 520) -> str:
                    f"stroke='#1d2433' stroke-width='1'/>")
         if pad:
             svg.append(f"<text x='{gx + 4:.1f}' y='{gy + 11:.1f}' font-size='11' font-weight='600'>"
-                       f"{html.escape(gname)} · {html.escape(format_bytes(gbytes))}</text>")
+                       f"{esc(gname)} · {esc(format_bytes(gbytes))}</text>")
         for p, (x, y, w, h) in zip(ps, inner, strict=True):
             if w <= 0 or h <= 0:
                 continue
-            tip = html.escape(f"{p.name}\n{p.kind} · {p.bytes} B ({format_bytes(p.bytes)}, "
-                              f"{100 * p.bytes / total:.2f}% of the file)\ngroup: {p.group}", quote=True)
+            tip = esc(f"{p.name}\n{p.kind} · {p.bytes} B ({format_bytes(p.bytes)}, "
+                              f"{100 * p.bytes / total:.2f}% of the file)\ngroup: {p.group}")
             svg.append(f"<rect class='leaf' x='{x:.1f}' y='{y:.1f}' width='{w:.1f}' height='{h:.1f}' "
                        f"fill='{_KIND_COLORS.get(p.kind, '#bbb')}' data-tip='{tip}'/>")
             if w > 70 and h > 14:
                 label = p.name if len(p.name) * 6 < w else p.name[:max(int(w / 6) - 1, 1)] + "…"
                 svg.append(f"<text x='{x + 3:.1f}' y='{y + 12:.1f}' font-size='10' pointer-events='none'>"
-                           f"{html.escape(label)}</text>")
+                           f"{esc(label)}</text>")
     svg.append("</svg>")
     legend = " ".join(f"<span style='display:inline-block;width:10px;height:10px;background:{c}'></span> {k}"
                       for k, c in _KIND_COLORS.items() if any(p.kind == k for p in report.parts))
-    rows = "".join(f"<tr><td>{html.escape(g)}</td><td class='n'>{sum(p.bytes for p in ps)}</td>"
+    rows = "".join(f"<tr><td>{esc(g)}</td><td class='n'>{sum(p.bytes for p in ps)}</td>"
                    f"<td class='n'>{100 * sum(p.bytes for p in ps) / total:.1f}%</td></tr>" for g, ps in order)
     top = sorted(report.parts, key=lambda p: -p.bytes)[:15]
-    top_rows = "".join(f"<tr><td>{html.escape(p.name)}</td><td>{p.kind}</td><td class='n'>{p.bytes}</td></tr>"
+    top_rows = "".join(f"<tr><td>{esc(p.name)}</td><td>{esc(p.kind)}</td><td class='n'>{p.bytes}</td></tr>"
                        for p in top)
     return (f"<div class='etl-size'><p>{legend}</p>{''.join(svg)}"
             f"<table><tr><th>group</th><th>bytes</th><th>share</th></tr>{rows}"
@@ -134,11 +133,15 @@ def treemap_svg(report: Any, width: int = 960, height: int = 520) -> str:
 
 def write_treemap_html(report: Any, path: str, title: str | None = None) -> str:
     """Write the whole treemap page (offline) and return ``path``."""
-    title = title or f"size · {os.path.basename(report.path)} · {report.total_bytes} bytes"
-    doc = (f"<!doctype html><html><head><meta charset='utf-8'>{csp_meta()}<title>{html.escape(title)}</title>"
-           f"<style>body{{margin:16px}}{TREEMAP_CSS}</style></head><body class='etl-size'>"
-           f"<h2>{html.escape(title)}</h2><p>Every byte of the file is in exactly one rectangle (area = bytes). "
-           f"Hover for details.</p>{treemap_svg(report)}<script>{TOOLTIP_JS}</script></body></html>")
+    doc = treemap_page(report, title)
     with open(path, "w", encoding="utf-8") as f:
         f.write(doc)
     return path
+
+
+def treemap_page(report: Any, title: str | None = None) -> str:
+    """The whole offline page :func:`write_treemap_html` writes, as a string (the notebook display embeds it)."""
+    title = title or f"size · {os.path.basename(report.path)} · {report.total_bytes} bytes"
+    return page(title, "<p>Every byte of the file is in exactly one rectangle (area = bytes). Hover for details.</p>"
+                + treemap_svg(report), css="body{margin:16px}" + TREEMAP_CSS, script=TOOLTIP_JS, heading="h2",
+                body_class="etl-size")

@@ -1,18 +1,26 @@
-"""Offline HTML for the fleet: the ``compare`` page and the ``report --dataset`` dashboard.
+"""The fleet's pages: the ``etlens compare --html`` page and the ``etlens report --dataset`` dashboard.
 
-Plots are SVG drawn here (no script, no CDN): each distribution is a box (p25–p75, p50 line, whiskers
-at p10/p90) with every run as a dot, on a log axis when the values span more than 20x.
+The numbers come from :mod:`etlens.fleet` (:func:`etlens.fleet.compare`,
+:func:`etlens.fleet.dashboard.dashboard_data`); this module only draws them, in the one page shell
+(:func:`etlens.views.page.page`). Plots are SVG drawn here (no script, no CDN): each distribution is a
+box (p25–p75, p50 line, whiskers at p10/p90) with every run as a dot, on a log axis when the values
+span more than 20x.
+
+Example::
+
+    from etlens.fleet import Side, compare
+    from etlens.views.fleet_pages import compare_html
+    html = compare_html(compare(Side.of_etdumps(["a.etdp"]), Side.of_etdumps(["b.etdp"])))
 """
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Any
 
 import numpy as np
 
-from ..model.html_policy import csp_meta
+from .page import esc, page
 
 __all__ = ["distribution_svg", "compare_html", "dashboard_html"]
 
@@ -22,10 +30,6 @@ _CSS = ("body{font:14px system-ui,sans-serif;margin:24px;color:#222}h1{font-size
         ".regression{background:#fde2e1}"
         ".improvement{background:#e0f5e3}.muted{color:#777}svg text{font:11px system-ui,sans-serif}")
 _COLORS = {"A": "#4c78a8", "B": "#e45756"}
-
-
-def _esc(x: Any) -> str:
-    return html.escape("" if x is None else str(x))
 
 
 def distribution_svg(groups: list[tuple[str, Any, str]], unit: str = "ms", width: int = 640) -> str:
@@ -51,7 +55,7 @@ def distribution_svg(groups: list[tuple[str, Any, str]], unit: str = "ms", width
     for i, (lab, s, c) in enumerate(groups):
         y = 10 + i * row + row / 2
         p10, p25, p50, p75, p90 = np.percentile(s, [10, 25, 50, 75, 90])
-        out.append(f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">{_esc(lab[:28])}</text>')
+        out.append(f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">{esc(lab[:28])}</text>')
         out.append(f'<line x1="{x(p10):.1f}" x2="{x(p90):.1f}" y1="{y}" y2="{y}" stroke="{c}"/>')
         out.append(f'<rect x="{x(p25):.1f}" y="{y - 6}" width="{max(1.0, x(p75) - x(p25)):.1f}" height="12" '
                    f'fill="{c}" fill-opacity="0.25" stroke="{c}"/>')
@@ -72,23 +76,18 @@ def distribution_svg(groups: list[tuple[str, Any, str]], unit: str = "ms", width
 def _fmt(v: Any) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return ""
-    return f"{v:.4g}" if isinstance(v, float) else _esc(v)
+    return f"{v:.4g}" if isinstance(v, float) else esc(v)
 
 
 def _table(rows: list[dict], cols: list[str], limit: int = 200) -> str:
-    head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
+    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
     body = []
     for r in rows[:limit]:
         cells = "".join(f'<td class="{"n" if isinstance(r.get(c), (int, float)) else ""}">{_fmt(r.get(c))}</td>'
                         for c in cols)
-        body.append(f'<tr class="{_esc(r.get("verdict", ""))}">{cells}</tr>')
+        body.append(f'<tr class="{esc(r.get("verdict", ""))}">{cells}</tr>')
     more = f"<p class=muted>{len(rows) - limit} more rows in the JSON</p>" if len(rows) > limit else ""
     return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
-
-
-def _page(title: str, body: str) -> str:
-    return (f"<!doctype html><html><head><meta charset=utf-8>{csp_meta()}<title>{_esc(title)}</title>"
-            f"<style>{_CSS}</style></head><body><h1>{_esc(title)}</h1>{body}</body></html>")
 
 
 _ROW_COLS = ["verdict", "event_name", "module_path", "node", "debug_handles", "a_p50_ms", "b_p50_ms", "delta_ms",
@@ -98,12 +97,12 @@ _ROW_COLS = ["verdict", "event_name", "module_path", "node", "debug_handles", "a
 def _rule(s: dict[str, Any]) -> str:
     th = s["thresholds"]
     if s.get("prior_spread") is not None:
-        test = (f"Unit of replication: one {_esc(s['unit'])} (its runs reduced to their median); each process's "
+        test = (f"Unit of replication: one {esc(s['unit'])} (its runs reduced to their median); each process's "
                 f"speed state (scatter {_fmt(100 * s.get('speed_spread', 0.0))} %) taken off every op by the op's own "
                 f"sensitivity, and the share the sides got by chance; moderated t test across them p &lt; "
                 f"{th['alpha']}")
     else:
-        test = f"One process a side ({_esc(s.get('unit', 'run'))}): Mann-Whitney U over runs p &lt; {th['alpha']}"
+        test = f"One process a side ({esc(s.get('unit', 'run'))}): Mann-Whitney U over runs p &lt; {th['alpha']}"
     if th.get("fdr"):
         test += f", Benjamini-Hochberg q &lt; {th['fdr']} over all ops"
     return (f"Verdict: {test} and the change beyond the row's floor (at least {th['min_effect']:.0%}, or "
@@ -114,7 +113,7 @@ def _noisy(s: dict[str, Any]) -> str:
     noisy = s.get("noisy") or []
     if not noisy:
         return ""
-    items = "".join(f"<li>{_esc(n['event_name'])} <span class=muted>{_esc(n['module_path'] or '')}</span>: "
+    items = "".join(f"<li>{esc(n['event_name'])} <span class=muted>{esc(n['module_path'] or '')}</span>: "
                     f"spread {_fmt(100 * (n.get('spread') or 0))} %, floor ×{_fmt(n['floor'])}</li>" for n in noisy)
     return (f"<details><summary>Unchanged but noisy: {len(noisy)} op(s) whose own run-to-run spread hides changes "
             f"below their floor</summary><ul>{items}</ul></details>")
@@ -124,10 +123,10 @@ def compare_html(result: dict[str, Any]) -> str:
     """The ``etlens compare --html`` page: summary, whole-model latency per device/build, per-op distributions."""
     s = result["summary"]
     m = s["model_latency"]
-    body = [f"<p>A: <b>{_esc(s['a'])}</b> &nbsp; B: <b>{_esc(s['b'])}</b></p>",
+    body = [f"<p>A: <b>{esc(s['a'])}</b> &nbsp; B: <b>{esc(s['b'])}</b></p>",
             f"<p>{s['regressions']} regression(s), {s['improvements']} improvement(s) over {s['ops']} ops. "
             f"Whole-model latency (Method::execute) p50: A {_fmt(m['a_p50_ms'])} ms, B {_fmt(m['b_p50_ms'])} ms "
-            f"→ <b class='{_esc(m['verdict'])}'>{_esc(m['verdict'])}</b>. {_rule(s)}</p>",
+            f"→ <b class='{esc(m['verdict'])}'>{esc(m['verdict'])}</b>. {_rule(s)}</p>",
             _noisy(s), "<h2>Whole-model latency per device and build</h2>"]
     body.append(distribution_svg([(f"{g['side']} {g['device']} {g['build']}", g["samples"], _COLORS[g["side"]])
                                   for g in s["latency_by_group"]]))
@@ -140,43 +139,28 @@ def compare_html(result: dict[str, Any]) -> str:
         if i not in samples:
             continue
         a, b = samples[i]
-        body.append(f"<p><b>{_esc(r['event_name'])}</b> <span class=muted>{_esc(r['module_path'])} · "
-                    f"{_esc(r['verdict'])}</span></p>" + distribution_svg([("A", a, _COLORS["A"]),
+        body.append(f"<p><b>{esc(r['event_name'])}</b> <span class=muted>{esc(r['module_path'])} · "
+                    f"{esc(r['verdict'])}</span></p>" + distribution_svg([("A", a, _COLORS["A"]),
                                                                            ("B", b, _COLORS["B"])]))
-    return _page("etlens compare", "".join(body))
+    return page("etlens compare", "".join(body), css=_CSS, heading="h1")
 
 
-def dashboard_html(dataset: str, top: int = 20, title: str | None = None) -> str:
-    """The fleet dashboard of ``dataset``: latency per device and build, top regressions between the last two
-    builds (sorted by name), the slowest ops. ``title`` defaults to ``etlens fleet dashboard: <dataset dir>``."""
-    from .compare import Side, compare
-    from .sql import duckdb_connection
-
-    con = duckdb_connection(dataset)
-    lat = con.execute("SELECT coalesce(device, '?') AS device, coalesce(build, '?') AS build, latency_ms FROM runs "
-                      "WHERE latency_ms IS NOT NULL ORDER BY device, build").df()
-    counts = con.execute("SELECT count(*) AS events, count(DISTINCT file) AS files, count(DISTINCT device) AS devices,"
-                         " count(DISTINCT build) AS builds FROM events").fetchone()
-    builds = [r[0] for r in con.execute("SELECT DISTINCT build FROM events WHERE build IS NOT NULL ORDER BY build"
-                                        ).fetchall()]
-    slow = con.execute(f"SELECT event_name, module_path, device, build, count, p10_ms, p50_ms, p90_ms FROM ops "
-                       f"ORDER BY p50_ms DESC LIMIT {int(top)}").df().to_dict("records")
+def dashboard_html(data: Any, title: str | None = None) -> str:
+    """The fleet dashboard page of a :class:`etlens.fleet.dashboard.DashboardData`: latency per device and
+    build, top regressions between the last two builds (sorted by name), the slowest ops. ``title``
+    defaults to ``etlens fleet dashboard: <dataset dir>``."""
     palette = ["#4c78a8", "#e45756", "#54a24b", "#f58518", "#b279a2", "#72b7b2"]
+    counts, builds = data.counts, data.builds
     body = [f"<p>{counts[0]} events from {counts[1]} files, {counts[2]} device(s), {counts[3]} build(s): "
-            f"<code>{_esc(dataset)}</code></p>", "<h2>Whole-model latency per device and build</h2>"]
-    groups = [(f"{d} · {b}", g["latency_ms"].to_numpy(), palette[builds.index(b) % 6 if b in builds else 0])
-              for (d, b), g in lat.groupby(["device", "build"], sort=True)]
+            f"<code>{esc(data.dataset)}</code></p>", "<h2>Whole-model latency per device and build</h2>"]
+    groups = [(f"{d} · {b}", samples, palette[builds.index(b) % 6 if b in builds else 0])
+              for d, b, samples in data.latency]
     body.append(distribution_svg(groups))
-    if len(builds) >= 2:
-        a, b = builds[-2], builds[-1]
-        qa, qb = a.replace("'", "''"), b.replace("'", "''")
-        res = compare(Side.of_dataset(dataset, f"build = '{qa}'"), Side.of_dataset(dataset, f"build = '{qb}'"))
-        bad = [r for r in res["rows"] if r["verdict"] == "regression"]
-        body.append(f"<h2>Top regressions: build {_esc(a)} → {_esc(b)} ({len(bad)})</h2>")
-        body.append(_table(bad, _ROW_COLS[:-1], limit=top) if bad else "<p>none</p>")
-    body.append("<h2>Slowest ops (p50)</h2>" + _table(slow, ["event_name", "module_path", "device", "build", "count",
-                                                            "p10_ms", "p50_ms", "p90_ms"]))
-    import os
-
-    name = os.path.basename(os.path.normpath(dataset))
-    return _page(title or f"etlens fleet dashboard: {name}", "".join(body))
+    if data.last_two is not None:
+        a, b = data.last_two
+        bad = data.regressions
+        body.append(f"<h2>Top regressions: build {esc(a)} → {esc(b)} ({len(bad)})</h2>")
+        body.append(_table(bad, _ROW_COLS[:-1], limit=data.top) if bad else "<p>none</p>")
+    body.append("<h2>Slowest ops (p50)</h2>" + _table(data.slow, ["event_name", "module_path", "device", "build",
+                                                                 "count", "p10_ms", "p50_ms", "p90_ms"]))
+    return page(title or f"etlens fleet dashboard: {data.name}", "".join(body), css=_CSS, heading="h1")
