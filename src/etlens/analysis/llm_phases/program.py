@@ -65,16 +65,28 @@ def llm_inputs(record: Any = None, pte: Any = None, method: str = "forward") -> 
     ``.pte`` (path or read artifact); an empty one when neither tells. Never raises for what it cannot read."""
     out = None
     if record is not None:
-        try:
-            out = _from_record(record, method)
-        except Exception:  # noqa: BLE001 - an unreadable record only costs this hint
-            out = None
+        raw = getattr(record, "raw", record)
+        hit = _CACHE.get((id(raw), method))
+        if hit is not None and hit[0] is raw:
+            out = hit[1]
+        else:
+            try:
+                out = _from_record(record, method)
+            except Exception:  # noqa: BLE001 - an unreadable record only costs this hint
+                out = None
+            if len(_CACHE) > 8:
+                _CACHE.clear()
+            _CACHE[(id(raw), method)] = (raw, out)  # the record is held: its id is not reused while cached
     if (out is None or out.dynamic is None) and pte is not None:
         try:
             out = _from_pte(pte, method) or out
         except Exception:  # noqa: BLE001
             pass
     return out or LlmInputs()
+
+
+#: ``{(id(record), method): (record, facts)}``: a fleet worker labels many dumps of one program
+_CACHE: dict[tuple[int, str], tuple[Any, Optional[LlmInputs]]] = {}
 
 
 def _from_record(record: Any, method: str) -> Optional[LlmInputs]:
