@@ -12,7 +12,7 @@ PUBLIC = {
     "MissingDataError", "Node", "PerfData", "TensorMeta", "UnsupportedFormatError", "__version__",
     "extract_from_etrecord", "extract_from_exported_program", "extract_from_pte", "format_delegated_graph",
     "generate_html", "generate_multi_pass_html", "get_delegation_info", "print_delegated_graph", "read",
-    "read_object", "register_backend", "sniff", "trace_passes", "visualize_edge_manager",
+    "read_object", "register_backend", "show", "sniff", "trace_passes", "visualize_edge_manager",
 }
 
 
@@ -38,3 +38,22 @@ def test_compatible_names_match_executorch_devtools():
                    "get_exported_program", "calculate_numeric_gap", "get_op_list", "write_tensorboard_artifact"):
         assert callable(getattr(insp, method)), method
     assert isinstance(insp.event_blocks, property)
+
+
+BUILD = {
+    "BackendConfig", "BuildSession", "DeviceArtifacts", "InsideResult", "ModelError", "NativeStageError",
+    "PassSpec", "Worker", "available_backends", "backend_names", "get_backend", "get_demo", "inside_delegates",
+    "load_model", "quantize_pt2e", "register_backend", "run_program", "start_worker",
+}
+
+
+def test_build_names_are_pinned_and_light():
+    """``etlens.build`` (the one way a model is exported, quantized, lowered and run): pinned, lazy."""
+    import etlens.build
+
+    assert set(etlens.build.__all__) == BUILD
+    for name in etlens.build.__all__:
+        assert getattr(etlens.build, name) is not None, name
+    code = "import sys, etlens.build; print(','.join(k for k in ('torch', 'executorch') if k in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ""

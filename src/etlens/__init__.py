@@ -50,6 +50,8 @@ _EXPORTS: dict[str, str] = {
     "extract_from_etrecord": "etlens.compat",
     "extract_from_exported_program": "etlens.compat",
     "visualize_edge_manager": "etlens.compat",
+    # notebook display (etlens.views.notebook)
+    "show": "etlens.compat",
     # pass tracer
     "trace_passes": "etlens.passes.tracer",
     "register_backend": "etlens.build.backends",
@@ -70,3 +72,21 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return __all__
+
+
+def _register_notebook_display() -> None:
+    """Inside a running IPython kernel (Jupyter, JupyterLab, VS Code, Colab) etlens objects display as their
+    offline page (:mod:`etlens.views.notebook` says how and why); elsewhere nothing is imported."""
+    import sys
+
+    if "IPython" not in sys.modules:
+        return
+    try:
+        from .views.notebook import register_formatters
+
+        register_formatters()
+    except Exception:  # a display hook must never make `import etlens` fail
+        pass
+
+
+_register_notebook_display()
