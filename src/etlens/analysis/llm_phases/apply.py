@@ -28,6 +28,9 @@ def label_from_timings(inspector: Any, runs: list, blocks: list[int],
     """Set ``phase``, ``n_tokens``, ``session``, ``position`` and the sources of ``runs`` (``LlmRun`` objects in
     dump order, from ``blocks``) from timings and the program; returns ``(notes, LlmInputs)``."""
     facts = llm_inputs(record=getattr(inspector, "record", None), pte=getattr(inspector, "pte", None))
+    if not _has_kv_cache(inspector, blocks, facts):
+        return (["no KV cache (no input_pos input, no KV-cache update kernel): every run processes its whole "
+                 "sequence, so runs are not split into prefill and decode"], facts)
     sig = forward_signals(inspector, blocks)
     by_ref = {(r.block, r.column): r for r in runs}
     ordered = [by_ref[ref] for ref in sig.refs if ref in by_ref]
@@ -42,6 +45,22 @@ def label_from_timings(inspector: Any, runs: list, blocks: list[int],
         r.evidence = lab.evidence[j]
         r.start_ms = float(sig.start_ms[j])
     return lab.notes, facts
+
+
+_KV_MARKERS = ("update_cache", "custom_sdpa", "sdpa_with_kv_cache", "index_put")
+
+
+def _has_kv_cache(inspector: Any, blocks: list[int], facts: Any) -> bool:
+    """A KV-cache program: the program declares an ``input_pos`` input, or the runs update a cache."""
+    if facts.dynamic is not None and facts.has_input_pos:
+        return True
+    for bi in blocks:
+        b = inspector.block_columns[bi]
+        for i, name in enumerate(b.names):
+            text = " ".join([name or "", *b.op_types[i]]).lower()
+            if any(m in text for m in _KV_MARKERS):
+                return True
+    return False
 
 
 def _assign_sessions(runs: list) -> None:

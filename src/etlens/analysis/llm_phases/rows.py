@@ -90,6 +90,10 @@ def label_rows(run: np.ndarray, event_index: np.ndarray, name_codes: np.ndarray,
             hs = [int(x) for x in str(h).split(",") if x.strip().lstrip("-").isdigit()] if h else []
             return max([weights.get(x, -1) for x in hs] or [-1])
         per_token = np.array([w(int(c)) for c in hcodes[op][first]])
+    facts = llm_inputs(record=record)
+    kv = any(m in str(n).lower() for n in names for m in ("update_cache", "custom_sdpa", "sdpa_with_kv_cache"))
+    if not kv and not (facts.dynamic is not None and facts.has_input_pos):
+        return {}  # no KV cache: every run processes its whole sequence, there is no prefill / decode
     sig = signals_from_matrix(time_ms, start_ms, ops, att, per_token)
-    lab = label_runs(sig, llm_inputs(record=record), prompt_lens)
+    lab = label_runs(sig, facts, prompt_lens)
     return {int(r): (lab.phase[j], lab.session[j], int(lab.n_tokens[j] or 0)) for j, r in enumerate(runs)}
