@@ -452,6 +452,9 @@ def llm_profile(inspector: Any, method: Optional[str] = None,
                for n, (c, acc) in node_acc.items()}
     from .llm_phases.apply import sessions_of, summary_of
 
+    if prompt_lens and not inferred:
+        notes.append("labels and token counts read from logged shapes: the given prompt lengths are not needed "
+                     "and were not used")
     sessions = sessions_of(runs)
     if inferred:
         from .llm_phases.program import llm_inputs
