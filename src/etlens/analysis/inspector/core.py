@@ -28,7 +28,6 @@ op types and *lazily decoded* intermediate outputs — the runtime side of the c
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 from typing import IO, Any, Callable, Dict, List, Optional
 
@@ -38,17 +37,15 @@ from ...errors import EtlensError, MissingDataError
 from ...model.events import BlockColumns, PerfData, TimeScale, calculate_time_scale_factor
 from ...readers.etdump import SCALAR_TYPES, V_TENSOR, V_TENSOR_LIST, DebugBuffer, ETDump, read_etdump
 from ..record import Record, as_record
-from .etrecord import kernel_matches, method_score
 from .events import Event, EventBlock, RuntimeOutput
+from .linking import EDGE_DIALECT_GRAPH_KEY, RecordLinking, load_record
 from .frame import EXCLUDED_COLUMNS_WHEN_PRINTING, EXCLUDED_EVENTS_WHEN_PRINTING, LazyList, build_frame
 from ..gcpause import gc_paused
-from ...schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, OPERATOR_CALL
+from ...schema import FRAMEWORK_EVENT_NAMES, OPERATOR_CALL
 
 __all__ = ["Inspector", "Event", "EventBlock", "PerfData", "TimeScale", "RuntimeOutput"]
 
 log = logging.getLogger(__name__)
-FORWARD = "forward"
-EDGE_DIALECT_GRAPH_KEY = "edge_dialect_graph_module"
 
 
 def _itemsize_table() -> np.ndarray:
@@ -63,19 +60,7 @@ def _itemsize_table() -> np.ndarray:
 _ITEMSIZE = _itemsize_table()
 
 
-def _load_record(etrecord: Any):
-    if etrecord is None:
-        return None
-    if isinstance(etrecord, (str, os.PathLike)):
-        from ...readers.etrecord import read as read_etrecord
-
-        return read_etrecord(etrecord)
-    if hasattr(etrecord, "_debug_handle_map") or hasattr(etrecord, "debug_handle_map"):
-        return etrecord
-    raise EtlensError(f"etrecord must be a path or a parsed ETRecord, got {type(etrecord).__name__}")
-
-
-class Inspector:
+class Inspector(RecordLinking):
     """Examine per-operator timings and intermediate outputs of an ExecuTorch run.
 
     Args (as in ExecuTorch): ``etdump_path`` or ``etdump_data`` (exactly one); ``etrecord`` (a
@@ -130,7 +115,7 @@ class Inspector:
         self._enable_module_hierarchy = enable_module_hierarchy
         self._reference_graph_name = reference_graph_name
         with gc_paused():  # the load builds many small long-lived objects, no cycles: see gcpause.py
-            self._etrecord = _load_record(etrecord)  # as given (ExecuTorch's attribute name)
+            self._etrecord = load_record(etrecord)  # as given (ExecuTorch's attribute name)
             #: the ETRecord behind one interface, whichever kind was given (``None`` without one)
             self.record: Optional[Record] = as_record(self._etrecord) if self._etrecord is not None else None
             # etdump_data may also be an ETDump already parsed (a report's readers.artifacts.ArtifactSet)
@@ -199,117 +184,6 @@ class Inspector:
                 f"{self._buffer.path}: {bad} logged tensor(s) lie past the end of the {size}-byte debug buffer "
                 f"(first: bytes {first[0]}..{first[1]}); it is truncated or from another run. Their debug_data "
                 "entries are None; timings, op types and the other tensors still work.", stacklevel=3)
-
-    def _method_name(self) -> str:
-        if self._method:
-            return self._method
-        dhm = self.record.handle_maps() if self.record is not None else {}
-        if FORWARD not in dhm and len(dhm) == 1:
-            return next(iter(dhm))
-        return FORWARD
-
-    def _consume_etrecord(self) -> None:
-        if self.record is None:
-            return
-        from .etrecord import handle_to_nodes, record_maps, resolve_block
-
-        graph = None if self._reference_graph_name == EDGE_DIALECT_GRAPH_KEY else self._reference_graph_name
-        dhm = self.record.handle_maps()
-        methods = [self._method] if self._method else (list(dhm) or [FORWARD])
-        self._block_methods = [self._method_name()] * len(self._blocks)
-        nodes_of: dict[str, dict] = {}
-
-        def nodes_for(m: str) -> dict:
-            if m not in nodes_of:
-                nodes_of[m] = handle_to_nodes(self.record, m, graph)
-            return nodes_of[m]
-
-        if len(methods) > 1:
-            # multi-method program: the dump does not name the method of a run, so attribute each
-            # block to the method whose instruction ids and kernels fit its events best
-            for bi, block in enumerate(self._blocks):
-                scores = [(method_score(block, dhm.get(m) or {}, nodes_for(m)), -k, m) for k, m in enumerate(methods)]
-                best = max(scores)
-                self._block_methods[bi] = best[2] if best[0] > 0 else self._method_name()
-        self._label_blocks()
-        checked_any = False
-        for bi, block in enumerate(self._blocks):
-            method = self._block_methods[bi]
-            handle_map, delegate_map, num_outs = record_maps(self.record, method)
-            if handle_map is None:
-                continue
-            checked_any = True
-            resolve_block(block, handle_map, delegate_map, num_outs, nodes_for(method))
-        if not checked_any:
-            warnings.warn(f"ETRecord has no debug handle map for method {self._method_name()!r}; events keep their "
-                          "timings but get no debug handles, op types or stack traces", stacklevel=3)
-            return
-        self._check_record_matches()
-
-    def _label_blocks(self) -> None:
-        """Blocks that ran no operator belong to a metadata method, not to ``forward`` (see ``methods``)."""
-        from .methods import label_blocks, program_methods
-
-        self._block_methods = label_blocks(self._blocks, self._block_methods, program_methods(self.pte, log))
-
-    @property
-    def block_methods(self) -> List[str]:
-        """The method that ran each block of :attr:`block_columns` (etlens extra).
-
-        The ETDump does not name it: blocks are matched to the ETRecord's methods by their events,
-        and blocks without operator events (the metadata methods of an LLM program) are told apart
-        from ``forward``; with ``pte=`` they are named when the program has one such method.
-        """
-        return list(self._block_methods)
-
-    def _check_record_matches(self) -> None:
-        """Warn when the ETRecord is evidently not the one of this ETDump's program."""
-        from .etrecord import record_maps
-
-        framework = FRAMEWORK_EVENT_NAMES
-        missing = wrong_kernel = checked = bad_delegate = 0
-        top: dict[int, int] = {}
-        tops: dict[str, int] = {}  # method -> largest instruction id of its debug handle map
-        verdicts: dict[tuple, Optional[bool]] = {}  # kernel_matches per (name, op types): few distinct pairs
-        for bi, b in enumerate(self._blocks):
-            handle_map, delegate_map, _ = record_maps(self.record, self._block_methods[bi])
-            if handle_map is None:
-                continue  # a method the record has no maps for (e.g. a metadata method)
-            method = self._block_methods[bi]
-            if method not in tops:  # blocks of one method share its map: scan its keys once
-                tops[method] = max((int(k) for k in handle_map if str(k).lstrip("-").isdigit()), default=-1)
-            top[bi] = tops[method]
-            # one pass per event of every block: columns as Python lists, not numpy scalars
-            for i, (name, instr, delegated) in enumerate(zip(b.names, b.instruction_ids.tolist(), b.is_delegated)):
-                if name in framework or delegated or instr < 0:
-                    continue
-                if str(instr) not in handle_map:
-                    # instructions of nodes without a debug handle (views, symbolic sizes, ops added
-                    # after the handles were assigned, e.g. llama::update_cache) have no entry; an id
-                    # past every entry means the record's program is shorter than the one that ran
-                    missing += instr > top.get(bi, -1)
-                    continue
-                if name == DELEGATE_CALL:
-                    if delegate_map is not None and str(instr) not in delegate_map:
-                        bad_delegate += 1
-                    continue
-                key = (name, *b.op_types[i])
-                ok = verdicts[key] if key in verdicts else verdicts.setdefault(key, kernel_matches(name, b.op_types[i]))
-                if ok is not None:
-                    checked += 1
-                    wrong_kernel += not ok
-        problems = []
-        if missing:
-            problems.append(f"{missing} operator event(s) have instruction ids the ETRecord does not know")
-        if bad_delegate:
-            problems.append(f"{bad_delegate} DELEGATE_CALL event(s) have no delegate entry")
-        if wrong_kernel and wrong_kernel * 4 > checked:
-            problems.append(f"{wrong_kernel} of {checked} kernel calls map to different operators")
-        if problems:
-            warnings.warn(
-                "ETRecord does not match this ETDump (" + "; ".join(problems) + "): it is probably from a "
-                "different model or build. Timings, event names and blocks are still right; debug handles, op "
-                "types, stack traces and module hierarchy are unreliable.", stacklevel=4)
 
     @property
     def source_time_scale(self) -> TimeScale:
