@@ -128,11 +128,12 @@ def ethos_u_page(pte: str, etrecord: str, out_dir: str, stem: str, files: dict[s
     return page, est
 
 
-def report_from_estimates(session: Any, output: str, *, title: str | None = None, progress: bool | None = None) -> Any:
-    """Build ``session``'s model (no run) and write the estimates report to ``output``; closes the session."""
+def report_from_estimates(session: Any, output: str, *, title: str | None = None,
+                          progress: bool | None = None) -> dict[str, str]:
+    """Build ``session``'s model (no run) and write the estimates report to ``output``; closes the session.
+    Returns the files written beside it (``{label: path}``); the caller wraps them in its ``ReportResult``."""
     from .._progress import StageBar
     from ..model.spans import span
-    from . import ReportResult
 
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     stem = os.path.splitext(os.path.basename(output))[0]
@@ -164,6 +165,4 @@ def report_from_estimates(session: Any, output: str, *, title: str | None = None
                                      "Written next to this report (paths relative to it)."))
         with open(output, "w", encoding="utf-8") as f:
             f.write(render_report(page))
-    result = ReportResult(path=output, files=files)  # no run: no latency, no gap, no time share
-    result.session = session
-    return result
+    return files
