@@ -184,6 +184,8 @@ def child(kind: str, seconds: float, out: Path, extra: str | None, seed: int) ->
             exercise(data, work)        # untimed: first imports are not a reader's hang
         except Exception:  # noqa: BLE001 - a seed that fails is reported by the fuzz loop itself
             pass
+    if "torch" in sys.modules:      # debug tensors are decoded with torch: one thread (the machine is shared)
+        sys.modules["torch"].set_num_threads(1)
     hot = {hashlib.sha1(d).digest(): H.flatbuffer_hot_positions(d) for d in seeds} if style == "flatbuffer" else {}
     hot_all = sorted({p for v in hot.values() for p in v})
 

@@ -247,6 +247,8 @@ def reference_rows(path: str, record: Any = None, meta: dict[str, str | None] | 
 
 # -- workers -------------------------------------------------------------------------------------------
 _RECORDS: dict[str, Any] = {}
+#: ``{(source, meta): runs}`` already in the dataset, set by :func:`collect` before its workers fork
+_PRESENT: dict[tuple[str, str], int] = {}
 
 
 def record_at(path: str | None) -> Any:
@@ -275,7 +277,7 @@ def _ingest_batch(paths: list[str], staged: str, name: str, record_path: str | N
     ``skip``) or already in this part (``skip`` / ``replace``) is counted, not parsed."""
     record = record_at(record_path)
     mkey = meta_key(meta)
-    present = present or {}
+    present = _PRESENT if present is None else present
     writer = PartWriter(staged, name, compression)
     out = BatchResult()
     runs_of: dict[tuple[str, str], int] = {}
@@ -334,6 +336,7 @@ def collect(inputs: Iterable[str], dataset: str, *, meta: dict[str, str] | None 
     """
     from .._progress import progress as bar
 
+    global _PRESENT
     t0 = time.perf_counter()
     meta = {k: v for k, v in (meta or {}).items()}
     for key in meta:
@@ -363,8 +366,10 @@ def collect(inputs: Iterable[str], dataset: str, *, meta: dict[str, str] | None 
     res = CollectResult(dataset=dataset, mode=mode)
     with Staging(dataset) as staging:
         committer = Committer(dataset, mode, staging)
-        present = {k: s.runs for k, s in committer.present().items()} if mode == "skip" else {}
-        args = [(b, staging.path(n), n, etrecord, meta, extra, compression, mode, present)
+        # the identities already in the dataset: a module global, inherited by forked workers (not pickled
+        # into every batch's arguments: a big dataset holds many)
+        _PRESENT = {k: s.runs for k, s in committer.present().items()} if mode == "skip" else {}
+        args = [(b, staging.path(n), n, etrecord, meta, extra, compression, mode, None)
                 for b, n in zip(batches, names)]
         with bar(total=len(paths), desc="collect", unit="file", enabled=progress) as pbar:
             def done(batch: list[str], out: BatchResult) -> None:
@@ -401,6 +406,8 @@ def _parallel(args: list[tuple], jobs: int, done: Callable, warm: tuple | None =
 
     fork = "fork" in mp.get_all_start_methods()
     ctx = mp.get_context("fork") if fork else mp.get_context("spawn")
+    if not fork:        # spawned workers do not inherit the module's state: give them what it holds
+        args = [(*a[:-1], dict(_PRESENT)) for a in args]
     if fork and warm is not None:
         _warm(*warm)
     with ProcessPoolExecutor(max_workers=min(jobs, len(args)), mp_context=ctx, initializer=_die_with_parent) as pool:

@@ -161,7 +161,9 @@ def spark_collect(inputs: list[str], dataset: str, *, meta: dict[str, str] | Non
         rdd = sc.binaryFiles(uris, minPartitions=n)
         rec = os.path.abspath(etrecord) if etrecord else None
         where = staging.dir
-        outs = rdd.mapPartitions(lambda it: _partition(it, where, rec, meta, extra, mode, present)).collect()
+        known = sc.broadcast(present)      # shipped once per executor, not with every task
+        outs = rdd.mapPartitions(lambda it: _partition(it, where, rec, meta, extra, mode, known.value)).collect()
+        known.unpersist()
         for out in outs:
             res.add_batch(out, committer)
     res.seconds = time.perf_counter() - t0
