@@ -163,11 +163,18 @@ def child(kind: str, seconds: float, out: Path, extra: str | None, seed: int) ->
         import etlens.analysis.size  # noqa: F401
         import etlens.model  # noqa: F401
         import etlens.readers  # noqa: F401
+        import etlens.schema  # noqa: F401
         from etlens.readers import bpte, etdump, etrecord, pte, registry, trace  # noqa: F401
-        try:
-            import etlens.readers.ethosu  # noqa: F401
-        except ImportError:
-            pass
+        import importlib
+        import pkgutil
+
+        # every module of the readers, the model and the schema now, so lazily imported ones are instrumented too
+        for pkg in (etlens.readers, etlens.model, etlens.schema):
+            for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+                try:
+                    importlib.import_module(m.name)
+                except ImportError:     # a module needing an optional extra (torch): not one a reader needs
+                    pass
     from etlens.errors import EtlensError
     from tests.robustness import _harness as H
 
