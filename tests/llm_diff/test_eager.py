@@ -1,0 +1,48 @@
+"""First divergent layer on the float Llama with planted faults, fp32 and 8da4w (torchao, as export_llama does).
+
+The corpus builder's ``fault_of(seed)`` draws the layer, the weight and the factor; the model runs eagerly
+(``etlens.analysis.llm_diff.eager``) with forward hooks on the module paths a build's ETRecord uses.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tests.conftest import HAS_EXECUTORCH
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not HAS_EXECUTORCH, reason="needs ExecuTorch's Llama definition")]
+
+
+def _q8(model):
+    import torch
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    quantize_(model, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(32)),
+              filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear) and fqn != "output")
+    return model
+
+
+def test_planted_layer_found_in_every_seed_and_never_later():
+    from etlens.analysis.llm_diff.eager import run_eager
+    from etlens.analysis.llm_diff.layers import compare_layers
+    from tests.llm_diff.build import PARAMS, base_state_dict, disturbed, fault_of
+
+    rng = random.Random(1)
+    tokens = [rng.randrange(1, PARAMS["vocab_size"]) for _ in range(64)]
+    base = base_state_dict()
+    fp32 = run_eager(None, PARAMS, tokens, state=base)
+    q8 = run_eager(None, PARAMS, tokens, state=base, transform=_q8)
+    assert compare_layers(fp32.activations, q8.activations, fp32.order).first_divergent is None
+    found = {"fp32": 0, "q8": 0, "fp32 vs q8": 0}
+    for seed in range(10):
+        f = fault_of(seed)
+        nf = run_eager(None, PARAMS, tokens, state=disturbed(base, f))
+        nq = run_eager(None, PARAMS, tokens, state=disturbed(base, f), transform=_q8)
+        for name, (a, b) in {"fp32": (fp32, nf), "q8": (q8, nq), "fp32 vs q8": (fp32, nq)}.items():
+            t = compare_layers(a.activations, b.activations, fp32.order)
+            assert t.first_divergent_layer_index is not None and t.first_divergent_layer_index <= f["layer"], (name, f)
+            found[name] += t.first_divergent_layer_index == f["layer"]
+    assert min(found.values()) >= 9, found
