@@ -11,7 +11,8 @@ stages, and lays out what the compiler knows:
   compiler passes (when traced);
 * tables: NPU cycles per ATen node and module, CPU fallbacks with the Arm partitioner's reason,
   layout changes (transposes, reshapes, copies) with their cycles, Vela's per-layer rows and where
-  each landed, and Vela's own printed report.
+  each landed, and Vela's own printed report;
+* the per-op int8 values inside the NPU subgraph (:mod:`etlens.analysis.ethosu.tosa_values`).
 
 :func:`report_from_estimates` is what :func:`etlens.report.report_from_session` calls for a backend
 whose ``BackendConfig.runs`` is ``False``.
@@ -128,6 +129,31 @@ def ethos_u_page(pte: str, etrecord: str, out_dir: str, stem: str, files: dict[s
     return page, est
 
 
+def _tosa_section(etrecord: str, session: Any, notes: list[str]) -> Section:
+    """Per-op int8 values inside the NPU subgraph (TOSA reference model vs pt2e and float)."""
+    from ..analysis.ethosu.tosa_values import tosa_inside_values
+    from ..errors import EtlensError
+
+    intro = ("Each Ethos-U partition's TOSA graph run in the TOSA reference model (the integer arithmetic the NPU "
+             "implements), per ATen node against the int8 code pt2e simulated (in int8 steps) and against the "
+             "float model (SNR). A row more than 2 steps off, or under 10 dB against float, is flagged; the first "
+             "flagged row is where an int8 fault starts.")
+    try:
+        res = tosa_inside_values(etrecord, inputs=tuple(session.inputs), float_program=session.exported)
+    except EtlensError as exc:
+        notes.append(f"per-op values inside the NPU subgraph not computed: {exc}")
+        return Section("tosa", "Inside the NPU (TOSA reference model)", f"<p>{html.escape(str(exc))}</p>", intro)
+    rows = [("!" if r.flagged else "", r.node, r.module_path, r.tosa_tensor, r.max_abs_lsb,
+             f"{100 * r.mismatch_share:.1f}%", r.max_abs,
+             "-" if r.float_snr_db is None else round(r.float_snr_db, 1)) for r in res.rows]
+    first = res.first_flagged
+    head = (f"<p><b>First flagged: {html.escape(first.node)}</b> ({html.escape(first.module_path or 'top level')}), "
+            f"{first.max_abs_lsb} int8 steps off.</p>" if first else "<p>No operator is flagged.</p>")
+    return Section("tosa", "Inside the NPU (TOSA reference model)", head + table_html(
+        rows, ["", "node", "module", "TOSA tensor", "max int8 steps", "> 1 step", "max abs", "SNR vs float (dB)"],
+        table_id="tosa-values"), intro)
+
+
 def report_from_estimates(session: Any, output: str, *, title: str | None = None,
                           progress: bool | None = None) -> dict[str, str]:
     """Build ``session``'s model (no run) and write the estimates report to ``output``; closes the session.
@@ -157,6 +183,8 @@ def report_from_estimates(session: Any, output: str, *, title: str | None = None
             page, est = ethos_u_page(arts.pte, arts.etrecord, out_dir, stem, files,
                                      title=title or f"etlens report: {name}", subtitle=subtitle,
                                      trace=session.trace if session.record_trace else None)
+        with span("analyze/TOSA reference model"):
+            page.sections.insert(len(page.sections) - 1, _tosa_section(arts.etrecord, session, page.notes))
         bar.step("render")
         links = "".join(
             f"<li>{html.escape(label)}: <a href='{html.escape(os.path.relpath(path, out_dir))}'>"

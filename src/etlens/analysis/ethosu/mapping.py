@@ -28,12 +28,14 @@ from typing import Any
 from ...model import Graph, Node
 from ...readers.vela_sidecar import VelaLayer, VelaPartition, VelaSidecar
 
-__all__ = ["NodeEstimate", "LayerMapping", "EthosUDelegation", "map_delegation", "LAYOUT_OPS"]
+__all__ = ["NodeEstimate", "LayerMapping", "EthosUDelegation", "map_delegation", "LAYOUT_OPS", "QDQ_OPS"]
 
 #: Vela operators that only move data between layouts (their cycles are layout cost).
 LAYOUT_OPS = frozenset({"Transpose", "Reshape", "MemoryCopy", "Copy", "Identity", "Concat", "Slice",
                         "StridedSlice", "Pad", "Tile"})
-_QDQ = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel")
+#: quantize/dequantize operator names (they fold into the NPU's rescales: no cycles of their own)
+QDQ_OPS = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel")
+_QDQ = QDQ_OPS
 _ETHOSU_IDS = ("EthosUBackend", "ArmBackendEthosU")
 
 

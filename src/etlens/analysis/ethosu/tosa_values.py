@@ -317,7 +317,7 @@ def tosa_inside_values(etrecord: str, sidecar: str | None = None, *, inputs: tup
         for x in (h if isinstance(h, (tuple, list)) else [h]):
             if isinstance(x, int):
                 by_handle.setdefault(x, []).append(n)
-    from .mapping import _QDQ
+    from .mapping import QDQ_OPS as _QDQ
 
     last_of_export: dict[str, Any] = {}
     for n in ep.graph.nodes:
