@@ -88,7 +88,8 @@ def test_headline_is_forward_not_an_average_of_methods(llm_corpus, executorch_fo
         assert data.total_latency_ms == pytest.approx(_forward_truth(case), rel=1e-9), name
         others = [m for m in data.methods if m.method != "forward"]
         assert sum(m.runs for m in others) == len(case.calls) - case.forward_runs
-        assert all(m.execute_avg < data.total_latency_ms for m in others)
+        # (not asserted: that each metadata call took less time than forward — those calls are measured live, once
+        # each, for a few microseconds, and one preemption on a busy machine makes one longer than a forward)
         # the delegated share is the one `inspect` prints (same method, same definition)
         share = data.delegated_time_share
         assert share is not None and 0 < share < 1
