@@ -52,6 +52,25 @@ class ReportResult:
     #: the :class:`~etlens.build.session.BuildSession` that built the model (``report_from_model``)
     session: Any = None
 
+    def page(self) -> str:
+        """The report page's HTML (read from :attr:`path`)."""
+        with open(self.path, encoding="utf-8") as f:
+            return f.read()
+
+    def __repr__(self) -> str:
+        """One line; a notebook shows the page itself (``_repr_mimebundle_``, :mod:`etlens.views.notebook`)."""
+        parts = [] if self.total_latency_ms is None else [f"latency {self.total_latency_ms:.4g} ms"]
+        if self.delegated_share is not None:
+            parts.append(f"{100 * self.delegated_share:.0f}% delegated")
+        if self.worst_gap is not None:
+            parts.append(f"worst {self.gap_metric} {self.worst_gap:.3g}")
+        return f"<etlens ReportResult {os.path.basename(self.path)!r}: {', '.join(parts) or 'no timings'}>"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from ..views.notebook import frame_bundle
+
+        return frame_bundle(self.page(), repr(self), height=820)
+
 
 def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = None,
                           debug_buffer: str | None = None, pte: str | None = None, trace: Any = None,
