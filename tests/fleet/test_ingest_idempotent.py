@@ -227,3 +227,24 @@ def test_spark_collect_idempotent_and_killed(inputs, reference, tmp_path, spark)
     res = spark_collect([str(inputs / "farm0.etdp")], ds, meta={"build": "x", "device": "pixel7"}, mode="replace")
     assert res.runs_replaced > 0 and _count(ds) == len(reference[1])
     _kill_and_recollect(inputs, reference, tmp_path / "killed", "spark-write:2", "1", engine="spark")
+
+
+def test_parts_written_by_other_tools(inputs, tmp_path):
+    """A part DuckDB wrote from dataset rows (no etlens footer) still has identities (from its columns); a part
+    from before identities (no ``source``) has none and is never left out or swapped."""
+    from etlens.fleet.sql import duckdb_connection
+
+    ds = str(tmp_path / "ds")
+    one = str(inputs / "mlp_portable.etdp")
+    collect([one], ds, meta={"build": "B"}, progress=False)
+    n = _count(ds)
+    con = duckdb_connection(ds)
+    con.execute(f"COPY (SELECT * REPLACE ('S' AS build) FROM events) TO '{ds}/part-s.parquet' (FORMAT PARQUET)")
+    con.execute(f"COPY (SELECT * EXCLUDE (source) REPLACE ('L' AS build) FROM events) TO '{ds}/part-legacy.parquet' "
+                "(FORMAT PARQUET)")
+    assert [s.meta for s in part_sources(f"{ds}/part-s.parquet")] == ['{"build": "S"}']
+    assert part_sources(f"{ds}/part-legacy.parquet") is None
+    res = collect([one], ds, meta={"build": "S"}, progress=False)
+    assert res.events == 0 and res.runs_present > 0 and _count(ds) == 3 * n
+    res = collect([one], ds, meta={"build": "L"}, progress=False)     # the legacy rows have no identity
+    assert res.events == n and _count(ds) == 4 * n

@@ -158,9 +158,10 @@ def part_sources(path: str) -> list[SourceInfo] | None:
         return None
     fixed = {c for c, _ in COLUMNS} | {c for c, _ in IDENTITY_COLUMNS}
     metas = [n for n in names if n not in fixed]
-    t = pq.read_table(path, columns=["source", "run", "file", *metas])
+    wanted = [c for c in ["source", "run", "file", *metas] if c in names]
+    t = pq.read_table(path, columns=wanted)
     groups: dict[tuple[str, str], tuple[set, int, str]] = {}
-    cols = {c: t[c].to_pylist() for c in ["source", "run", "file", *metas]}
+    cols = {c: t[c].to_pylist() if c in wanted else [None] * t.num_rows for c in ["source", "run", "file", *metas]}
     for i, src in enumerate(cols["source"]):
         if src is None:
             continue
