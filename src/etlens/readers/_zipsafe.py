@@ -10,9 +10,20 @@ from __future__ import annotations
 
 import os
 import zipfile
+import zlib
 
 from ..errors import FormatError, MissingDataError, TruncatedFileError
 from .base import file_errors
+
+#: what decoding an entry's bytes can raise besides zipfile's own errors: zlib.error / LZMAError when a header
+#: says "deflated" (or "lzma") over bytes that are not (found by scripts/fuzz_readers.py)
+_DECODE_ERRORS: tuple[type[Exception], ...] = (OSError, ValueError, RuntimeError, NotImplementedError, zlib.error)
+try:
+    import lzma
+
+    _DECODE_ERRORS += (lzma.LZMAError,)
+except ImportError:  # a Python built without lzma: zipfile cannot open such entries at all
+    pass
 
 __all__ = ["SafeZip"]
 
@@ -100,7 +111,7 @@ class SafeZip:
         except (zipfile.BadZipFile, EOFError) as exc:
             raise TruncatedFileError(
                 f"{self.path}: entry {name!r} is truncated or corrupt ({exc}){self._hint()}") from exc
-        except (OSError, ValueError, RuntimeError, NotImplementedError) as exc:
+        except _DECODE_ERRORS as exc:
             raise FormatError(f"{self.path}: entry {name!r} cannot be read ({exc}){self._hint()}") from exc
         if len(data) != declared:
             raise FormatError(f"{self.path}: entry {name!r} holds {len(data)} bytes but declares {declared}"
