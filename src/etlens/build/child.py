@@ -244,7 +244,15 @@ def list_operators(job: dict[str, Any], proto: Any) -> dict[str, Any]:
     return {"operators": sorted(portable_lib._get_operator_names())}
 
 
+def llm_run(job: dict[str, Any], proto: Any) -> dict[str, Any]:
+    """An LLM ``.pte`` fed tokens with teacher forcing, logits per position (:mod:`etlens.build.jobs_llm`)."""
+    from .jobs_llm import llm_run_job
+
+    return llm_run_job(job, proto)
+
+
 #: job name -> function(job, protocol stream) -> result dict
 JOBS: dict[str, Callable[[dict[str, Any], Any], dict[str, Any]]] = {
     "lower": lower, "run": run, "bundled-run": bundled_run, "list-operators": list_operators,
+    "llm-run": llm_run,
 }

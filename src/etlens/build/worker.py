@@ -17,6 +17,8 @@ a ``python`` child (:mod:`etlens.build.child`). Jobs by name:
                     write ``.etdp`` (+ trimmed debug buffer); outputs come back via ``torch.save``
 ``bundled-run``     run every test case of a bundled program, one result line per case
 ``list-operators``  the operator names the runtime has kernels for
+``llm-run``         an LLM ``.pte`` fed a token sequence with teacher forcing, logits per position
+                    (+ ETDump and debug buffer): :mod:`etlens.build.jobs_llm`, for ``etlens llm-diff``
 =================== ==========================================================================
 
 One child serves many jobs (``import torch`` + executorch, about 8 s of CPU, is paid once): a
@@ -57,7 +59,7 @@ from ..errors import EtlensError
 __all__ = ["Worker", "NativeStageError", "JOBS", "last_native_line", "save_inputs"]
 
 #: the jobs a child knows (see :mod:`etlens.build.child`)
-JOBS = ("lower", "run", "bundled-run", "list-operators")
+JOBS = ("lower", "run", "bundled-run", "list-operators", "llm-run")
 
 #: an ExecuTorch native log line: ``[file.cpp:42] message`` (or ``E 00:00:00.123 executorch:file.cpp:42] …``)
 _NATIVE_LOG = re.compile(r"^(?:[DIWEF] \d\d:\d\d:\d\d\.\d+ executorch:|\[)[\w./-]+:\d+\] (.*)$")
@@ -71,6 +73,8 @@ _STAGES = {
             "'Ran out of space' aborts"),
     "bundled-run": ("bundled test cases", "rerun with -v to see the runtime's log"),
     "list-operators": ("list the runtime's operators", "check the executorch install (executorch==1.5.1)"),
+    "llm-run": ("run the LLM on the ExecuTorch runtime", "debug buffer: {size}; --no-layers runs it without "
+                "intermediate outputs"),
 }
 
 

@@ -37,6 +37,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 COMMANDS = ["report", "info", "view", "inspect", "gap", "trace", "delegation", "model_explorer", "demos"]
 COMMANDS += ["collect", "query", "compare"]  # fleet: datasets of many runs (etlens.fleet)
 COMMANDS += ["memory", "size", "diff", "verify"]  # where the bytes go, program diff, bundled programs
+COMMANDS += ["llm_diff"]  # two LLM builds token by token, down to the first divergent layer
 
 
 def build_parser() -> argparse.ArgumentParser:
