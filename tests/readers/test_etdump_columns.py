@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from etlens.errors import EtlensError, FormatError, TruncatedFileError
-from etlens.readers._etdump_fb import FB
+from etlens.readers._flatbuffers.columns import FB
 from etlens.readers.etdump import PROFILE, read_etdump
 from etlens.readers.etdump_columns import DumpColumns, read_profile_columns, string_masks, string_words
 from tests.readers.etdump_synth import build, many_runs

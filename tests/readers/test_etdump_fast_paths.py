@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from etlens.analysis.inspector.build import _packed_rows, _unique_rows
-from etlens.readers._etdump_fb import FB, _np_unique, _unique
+from etlens.readers._flatbuffers.columns import FB, _np_unique, _unique
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64])

@@ -23,15 +23,14 @@ import json
 from typing import Any
 
 from ..model import DelegateInfo, Graph, Node, TensorMeta
-from ..schema.export import EXPORT_DTYPES, EXPORT_LAYOUTS, EXPORT_MEMORY_FORMATS
+from ..schema.export import EXPORT_DTYPES
 from ._fx import MAX_ARG_TEXT, debug_handles_of, lineage_of, target_name
+from .export_args import arg_text, decode_arg, refs
 
 __all__ = ["graph_from_program_json", "parse_nn_module_stack"]
 
-# torch.export schema enums → the names torch prints (etlens.schema.export).
+# torch.export schema enums → the names torch prints (etlens.schema.export); arguments: .export_args
 _DTYPES = EXPORT_DTYPES
-_LAYOUTS = EXPORT_LAYOUTS
-_MEMORY_FORMATS = EXPORT_MEMORY_FORMATS
 _INPUT_KINDS = {"parameter": ("parameter", "parameter_name"), "buffer": ("buffer", "buffer_name"),
                 "tensor_constant": ("constant_tensor", "tensor_constant_name"),
                 "custom_obj": ("custom_obj", "custom_obj_name"), "token": ("token", None)}
@@ -138,56 +137,8 @@ def _keyword_args(target: str) -> frozenset[str] | None:
         return None
 
 
-def _sym_text(v: dict[str, Any]) -> str:
-    if "as_name" in v:
-        return f"%{v['as_name']}"
-    for key in ("as_int", "as_float", "as_bool"):
-        if key in v:
-            return _scalar_text(v[key])
-    return "?"
-
-
-def _scalar_text(v: Any) -> str:
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, str) and v in ("Infinity", "-Infinity", "NaN"):
-        return {"Infinity": "inf", "-Infinity": "-inf", "NaN": "nan"}[v]
-    return str(v)
-
-
-def _arg_text(arg: dict[str, Any]) -> str:  # noqa: C901 - one branch per argument kind
-    if not isinstance(arg, dict) or len(arg) != 1:
-        return str(arg)
-    (kind, v), = arg.items()
-    if kind == "as_tensor":
-        return f"%{v['name']}"
-    if kind == "as_tensors":
-        return "[" + ", ".join(f"%{t['name']}" for t in v) + "]"
-    if kind == "as_optional_tensors":
-        return "[" + ", ".join(_arg_text(t) if "as_tensor" in t else "None" for t in v) + "]"
-    if kind == "as_optional_tensor":
-        return _arg_text(v) if isinstance(v, dict) and "as_tensor" in v else "None"
-    if kind in ("as_int", "as_float", "as_bool", "as_string"):
-        return _scalar_text(v)
-    if kind in ("as_ints", "as_floats", "as_bools", "as_strings"):
-        return "[" + ", ".join(_scalar_text(x) for x in v) + "]"
-    if kind == "as_none":
-        return "None"
-    if kind in ("as_sym_int", "as_sym_float", "as_sym_bool"):
-        return _sym_text(v)
-    if kind in ("as_sym_ints", "as_sym_floats", "as_sym_bools"):
-        return "[" + ", ".join(_sym_text(x) for x in v) + "]"
-    if kind == "as_scalar_type":
-        return _DTYPES.get(v, str(v))
-    if kind == "as_memory_format":
-        return _MEMORY_FORMATS.get(v, str(v))
-    if kind == "as_layout":
-        return _LAYOUTS.get(v, str(v))
-    if kind == "as_device":
-        return v.get("type", "?") + (f":{v['index']}" if v.get("index") is not None else "")
-    if kind == "as_graph":
-        return "<graph>"
-    return f"<{kind}>"
+def _arg_text(arg: Any) -> str:
+    return arg_text(decode_arg(arg))
 
 
 def json_args_text(node: dict[str, Any]) -> str:
@@ -206,23 +157,7 @@ def json_args_text(node: dict[str, Any]) -> str:
 
 def _names_in(arg: Any, out: list[str]) -> None:
     """Producer names referenced by one serialized argument (tensors and symbolic ints)."""
-    if not isinstance(arg, dict) or len(arg) != 1:
-        return
-    (kind, v), = arg.items()
-    if kind == "as_tensor":
-        out.append(v["name"])
-    elif kind == "as_tensors":
-        out.extend(t["name"] for t in v)
-    elif kind in ("as_optional_tensors",):
-        for t in v:
-            _names_in(t, out)
-    elif kind == "as_optional_tensor":
-        _names_in(v, out)
-    elif kind in ("as_sym_int", "as_sym_float", "as_sym_bool"):
-        if isinstance(v, dict) and "as_name" in v:
-            out.append(v["as_name"])
-    elif kind in ("as_sym_ints", "as_sym_floats", "as_sym_bools"):
-        out.extend(x["as_name"] for x in v if isinstance(x, dict) and "as_name" in x)
+    out.extend(r.name for r in refs(decode_arg(arg)))
 
 
 def _decode_b64(text: str) -> bytes:

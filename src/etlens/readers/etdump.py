@@ -8,7 +8,8 @@ separate *debug buffer* file).
 
 ExecuTorch's own loader shells out to ``flatc``, converts the dump to JSON and builds one Python
 object per event. This reader decodes every field of every event with a handful of vectorised
-gathers (:mod:`._etdump_fb`) and keeps them as columns (:class:`RunEvents`); names are interned.
+gathers (the FlatBuffer engine's column-wise front-end, :mod:`._flatbuffers.columns`) and keeps
+them as columns (:class:`RunEvents`); names are interned.
 Tensor payloads are never copied: :class:`DebugBuffer` memory-maps the debug buffer and
 :meth:`ETDump.debug_value` decodes one value on demand (bounds-checked, every scalar type
 including bf16, fp16, int8/uint8, bool and float8).
@@ -38,7 +39,7 @@ from ..errors import FormatError, MissingDataError
 from ..schema import ETDUMP_VALUE_TYPES, SCALAR_TYPES as _ALL_SCALAR_TYPES, ScalarTypeInfo
 from ..schema import etdump_fbs as efb
 from ..schema.etdump_fbs import ValueType
-from ._etdump_fb import FB, open_etdump
+from ._flatbuffers.columns import FB, open_etdump
 from .base import Artifact
 
 __all__ = [

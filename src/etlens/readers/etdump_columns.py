@@ -40,7 +40,7 @@ import numpy as np
 
 from ..schema import etdump_fbs as efb
 from ..schema.fbs import Field
-from ._etdump_fb import FB, Arr
+from ._flatbuffers.columns import FB, Arr
 from .etdump import PROFILE, ETDump, RunEvents, open_etdump
 
 __all__ = ["ProfileColumns", "DumpColumns", "read_profile_columns", "string_words", "string_masks"]

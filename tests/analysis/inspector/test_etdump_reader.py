@@ -204,7 +204,7 @@ def test_registry_sniffs_etdump(committed):
 
 
 def test_interning_keeps_near_identical_strings_apart():
-    from etlens.readers._etdump_fb import FB
+    from etlens.readers._flatbuffers.columns import FB
 
     words = [b"a", b"a\0", b"ab", b"a", b"", b"x" * 300, b"x" * 299 + b"y", b"ab", b"b" * 17, b"b" * 16]
     blob = b"".join(len(w).to_bytes(4, "little") + w for w in words)

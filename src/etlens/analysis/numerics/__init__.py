@@ -4,8 +4,9 @@ Everything a caller needs is re-exported here from :mod:`.api`; the steps behind
 own modules of this package:
 
 * :mod:`.capture` — run the ETRecord's reference program and record each node's output;
-* :mod:`.jsonrun` — the fast path: run the reference straight from the ETRecord's program JSON;
-* :mod:`.tensors` — decode the ETRecord's constant tensors without ``torch.load``;
+* :mod:`.jsonrun` — the fast path: run the reference straight from the ETRecord's program JSON (its
+  arguments decoded by :mod:`etlens.readers.export_args`, its constant tensors read without
+  ``torch.load`` by :mod:`etlens.readers.torch_save`);
 * :mod:`.runtime` — pick the runtime's intermediate outputs out of the Inspector's events;
 * :mod:`.match` — pair reference and runtime outputs through their debug handles;
 * :mod:`.delegates` — which node each output of a delegate call is (the partition's boundary);

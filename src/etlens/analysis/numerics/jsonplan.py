@@ -17,6 +17,8 @@ from __future__ import annotations
 import operator
 from typing import Any, Callable
 
+from ...readers.export_args import Ref, decode_arg, decode_float, tensor_names
+
 __all__ = ["Step", "compile_program", "float_value", "input_names", "CONST", "NAME", "THUNK"]
 
 #: argument encodings: a decoded constant, a value name looked up at run time, a thunk ``env -> value``
@@ -46,34 +48,10 @@ class Step:
         return args, kwargs
 
 
-_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
-
-
-def float_value(v: Any) -> float:
-    """A serialized float (``1.5``, ``"Infinity"``, ``"NaN"``) as a Python float."""
-    return _FLOATS[v] if isinstance(v, str) else float(v)
-
-
-def input_names(inputs: list) -> list[str]:
-    out = []
-    for a in inputs:
-        (kind, v), = a["arg"].items()
-        if kind == "as_tensor":
-            out.append(v["name"])
-        elif kind == "as_tensors":
-            out.extend(t["name"] for t in v)
-        elif kind == "as_optional_tensors":
-            out.extend(t["as_tensor"]["name"] for t in v if "as_tensor" in t)
-        elif kind == "as_optional_tensor" and "as_tensor" in v:
-            out.append(v["as_tensor"]["name"])
-    return out
-
-
-def _sym(v: dict) -> tuple[int, Any]:
-    (k, x), = v.items()
-    if k == "as_name":
-        return NAME, x
-    return CONST, (float_value(x) if k == "as_float" else x)
+#: a serialized float (``1.5``, ``"Infinity"``, ``"NaN"``) as a Python float (the readers' decoder)
+float_value = decode_float
+#: the tensor names a node's serialized inputs read (the readers' decoder)
+input_names = tensor_names
 
 
 def _list_thunk(parts: list[tuple[int, Any]]) -> Callable[[dict], list]:
@@ -81,34 +59,21 @@ def _list_thunk(parts: list[tuple[int, Any]]) -> Callable[[dict], list]:
 
 
 def compile_arg(prog: Any, arg: dict) -> tuple[int, Any]:
-    """The encoding of one serialized argument (see :data:`CONST`, :data:`NAME`, :data:`THUNK`)."""
-    (kind, v), = arg.items()
-    if kind == "as_tensor":
-        return NAME, v["name"]
-    if kind == "as_tensors":
-        return THUNK, _list_thunk([(NAME, t["name"]) for t in v])
-    if kind == "as_optional_tensors":
-        return THUNK, _list_thunk([(NAME, t["as_tensor"]["name"]) if "as_tensor" in t else (CONST, None)
-                                   for t in v])
-    if kind == "as_optional_tensor":
-        return (NAME, v["as_tensor"]["name"]) if "as_tensor" in v else (CONST, None)
-    if kind in ("as_sym_int", "as_sym_bool", "as_sym_float"):
-        return _sym(v)
-    if kind in ("as_sym_ints", "as_sym_bools", "as_sym_floats"):
-        parts = [_sym(x) for x in v]
-        if all(t == CONST for t, _ in parts):
-            return CONST, [x for _, x in parts]
-        return THUNK, _list_thunk(parts)
-    # everything else is a constant: decode it once, exactly as the node-by-node runner does
-    return CONST, prog.decode_arg(arg, {})
+    """The encoding of one serialized argument (see :data:`CONST`, :data:`NAME`, :data:`THUNK`), from the
+    readers' decoder (:func:`etlens.readers.export_args.decode_arg`)."""
+    d = decode_arg(arg)
+    if isinstance(d, Ref):
+        return NAME, d.name
+    if isinstance(d, list) and any(isinstance(x, Ref) for x in d):
+        return THUNK, _list_thunk([(NAME, x.name) if isinstance(x, Ref) else (CONST, prog.value(x, {})) for x in d])
+    # everything else is a constant: turned into its value once, exactly as the node-by-node runner does
+    return CONST, prog.value(d, {})
 
 
 def _single_tensor_output(node: Any) -> str | None:
-    outs = node.outputs
-    if len(outs) == 1:
-        (kind, v), = outs[0].items()
-        if kind == "as_tensor":
-            return v["name"]
+    outs = node.decoded_outputs
+    if len(outs) == 1 and isinstance(outs[0], Ref) and not outs[0].sym:
+        return outs[0].name
     return None
 
 

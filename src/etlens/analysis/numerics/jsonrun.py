@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..record import EtlensRecordLike, Record
-from .jsonplan import float_value, input_names
-from ...schema.export import EXPORT_DTYPES, EXPORT_LAYOUTS, EXPORT_MEMORY_FORMATS
+from ...readers.export_args import (DeviceArg, EnumArg, GraphArg, OperatorArg, Ref, UnknownArg, decode_arg,
+                                    tensor_names)
 
 __all__ = ["JsonProgram", "JsonNode", "Unsupported", "alias_args", "parse_handle", "parse_module_stack",
            "written_later"]
@@ -80,6 +80,14 @@ class JsonNode:
     outputs: list
     meta: dict
     _ancestors: list | None = field(default=None, repr=False)
+    _outs: list | None = field(default=None, repr=False)
+
+    @property
+    def decoded_outputs(self) -> list:
+        """The outputs, decoded once (:func:`etlens.readers.export_args.decode_arg`)."""
+        if self._outs is None:
+            self._outs = [decode_arg(o) for o in self.outputs]
+        return self._outs
 
     @property
     def debug_handle(self) -> Any:
@@ -148,11 +156,6 @@ _SYM_OPERATORS = frozenset({"add", "sub", "mul", "floordiv", "truediv", "mod", "
 #: higher-order operators run eagerly (their subject is an ``as_operator`` argument)
 _HIGHER_ORDER = frozenset({"torch.ops.higher_order.auto_functionalized",
                            "torch.ops.higher_order.auto_functionalized_v2"})
-
-_DTYPES = EXPORT_DTYPES
-_MEMORY_FORMATS = EXPORT_MEMORY_FORMATS
-_LAYOUTS = EXPORT_LAYOUTS
-_float = float_value
 
 
 class JsonProgram:
@@ -239,56 +242,31 @@ class JsonProgram:
             return self.constants[key]
         raise Unsupported(f"state entry {key!r} is in neither the state dict nor the constants")
 
-    def _arg(self, arg: dict, env: dict) -> Any:  # noqa: C901 - one branch per argument kind
-        import torch
+    def _arg(self, arg: dict, env: dict) -> Any:
+        return self.value(decode_arg(arg), env)
 
-        (kind, v), = arg.items()
-        if kind == "as_tensor":
-            return env[v["name"]]
-        if kind == "as_none":
-            return None
-        if kind in ("as_int", "as_bool", "as_string"):
-            return v
-        if kind == "as_float":
-            return _float(v)
-        if kind in ("as_ints", "as_bools", "as_strings"):
-            return list(v)
-        if kind == "as_floats":
-            return [_float(x) for x in v]
-        if kind == "as_tensors":
-            return [env[t["name"]] for t in v]
-        if kind == "as_optional_tensors":
-            return [env[t["as_tensor"]["name"]] if "as_tensor" in t else None for t in v]
-        if kind == "as_optional_tensor":
-            return env[v["as_tensor"]["name"]] if "as_tensor" in v else None
-        if kind in ("as_sym_int", "as_sym_bool", "as_sym_float"):
-            return self._sym(v, env)
-        if kind in ("as_sym_ints", "as_sym_bools", "as_sym_floats"):
-            return [self._sym(x, env) for x in v]
-        if kind == "as_scalar_type":
-            return getattr(torch, _DTYPES[v])
-        if kind == "as_memory_format":
-            return getattr(torch, _MEMORY_FORMATS[v])
-        if kind == "as_layout":
-            return getattr(torch, _LAYOUTS[v])
-        if kind == "as_device":
-            return torch.device(v["type"], v.get("index")) if v.get("index") is not None else torch.device(v["type"])
-        if kind == "as_int_lists":
-            return [list(x) for x in v]
-        if kind == "as_complex":
-            return complex(v["real"], v["imag"])
-        if kind == "as_operator":
-            return self.resolve(v)
-        raise Unsupported(f"argument kind {kind!r}")
+    def value(self, v: Any, env: dict) -> Any:
+        """A decoded argument (:func:`etlens.readers.export_args.decode_arg`) as the value an operator
+        takes: references looked up in ``env``, enums and devices as torch objects, an operator resolved."""
+        if isinstance(v, Ref):
+            return env[v.name]
+        if isinstance(v, list):
+            return [self.value(x, env) for x in v]
+        if isinstance(v, EnumArg):
+            import torch
 
-    @staticmethod
-    def _sym(v: dict, env: dict) -> Any:
-        (k, x), = v.items()
-        if k == "as_name":
-            return env[x]
-        if k == "as_float":
-            return _float(x)
-        return x
+            if not v.known:
+                raise Unsupported(f"{v.kind} code {v.name}")
+            return getattr(torch, v.name)
+        if isinstance(v, DeviceArg):
+            import torch
+
+            return torch.device(v.type, v.index) if v.index is not None else torch.device(v.type)
+        if isinstance(v, OperatorArg):
+            return self.resolve(v.target)
+        if isinstance(v, (GraphArg, UnknownArg)):
+            raise Unsupported(f"argument kind {v.kind if isinstance(v, UnknownArg) else 'as_graph'!r}")
+        return v
 
     def resolve(self, target: str) -> Any:
         """The torch operator a serialized target names (``torch.ops.aten.add.Tensor``), or :class:`Unsupported`."""
@@ -385,30 +363,27 @@ class JsonProgram:
         if result is None or not outs:
             # ops run for their effect (``_assert_tensor_metadata``, ``_assert_scalar``, ``copy_`` into a
             # buffer …) return None and declare no value (or one ``as_none``): nothing to bind
-            for o in outs:
-                (kind, v), = o.items()
-                if kind == "as_tensor":
-                    env[v["name"]] = None
+            for o in node.decoded_outputs:
+                if isinstance(o, Ref) and not o.sym:
+                    env[o.name] = None
             return
+        outs = node.decoded_outputs
         if len(outs) == 1:
-            (kind, v), = outs[0].items()
-            if kind == "as_tensor":
-                env[v["name"]] = result
-            elif kind == "as_tensors":
-                for t, r in zip(v, result):
-                    env[t["name"]] = r
-            elif kind in ("as_sym_int", "as_sym_bool", "as_sym_float") and "as_name" in v:
-                env[v["as_name"]] = result
+            o = outs[0]
+            if isinstance(o, Ref):   # a tensor, or a symbol (``sym_size``)
+                env[o.name] = result
+            elif isinstance(o, list):
+                for t, r in zip(o, result):
+                    if isinstance(t, Ref):
+                        env[t.name] = r
             return
         for o, r in zip(outs, result):
-            (kind, v), = o.items()
-            if kind == "as_tensor":
-                env[v["name"]] = r
-            elif kind == "as_tensors":
-                for t, rr in zip(v, r):
-                    env[t["name"]] = rr
-            elif kind == "as_optional_tensor" and "as_tensor" in v:
-                env[v["as_tensor"]["name"]] = r
+            if isinstance(o, Ref) and not o.sym:
+                env[o.name] = r
+            elif isinstance(o, list):
+                for t, rr in zip(o, r):
+                    if isinstance(t, Ref):
+                        env[t.name] = rr
 
 
 def alias_args(fn: Any) -> tuple[set[str], set[str]]:
@@ -473,7 +448,7 @@ def written_later(steps: list[tuple[str, Any, Callable[[], dict[str, list[str]]]
 def _written_later(nodes: list[JsonNode], ops: dict[str, Any]) -> set[str]:
     steps: list = []
     for n in nodes:
-        steps.append((n.name, ops[n.target], lambda n=n: {a["name"]: input_names([a]) for a in n.inputs}))
+        steps.append((n.name, ops[n.target], lambda n=n: {a["name"]: tensor_names([a]) for a in n.inputs}))
         # the other tensors a node returns (``unbind``'s pieces) are elements of its result
         steps.extend((t, operator.getitem, lambda n=n: {"self": [n.name]})
                      for t in output_names(n.outputs) if t != n.name)
@@ -481,49 +456,37 @@ def _written_later(nodes: list[JsonNode], ops: dict[str, Any]) -> set[str]:
 
 
 def output_names(outputs: list) -> list[str]:
-    names = []
-    for o in outputs:
-        (kind, v), = o.items()
-        if kind == "as_tensor":
-            names.append(v["name"])
-        elif kind == "as_tensors":
-            names.extend(t["name"] for t in v)
-    return names
+    """The tensor names a node's serialized outputs bind."""
+    return tensor_names(outputs)
+
+
+#: the tensor names a node's serialized inputs read (re-exported for the other numerics modules)
+input_names = tensor_names
 
 
 def _first_output_name(node: dict) -> str:
     outs = node.get("outputs") or []
-    if outs:
-        (kind, v), = outs[0].items()
-        if kind == "as_tensor":
-            return v["name"]
-    return "node"
+    first = decode_arg(outs[0]) if outs else None
+    return first.name if isinstance(first, Ref) and not first.sym else "node"
 
 
 def _tensor_name(arg: Any) -> str | None:
-    if isinstance(arg, dict):
-        if "as_tensor" in arg:
-            return arg["as_tensor"]["name"]
-        if "name" in arg and len(arg) == 1:
-            return arg["name"]
-    return None
+    d = decode_arg(arg)
+    return d.name if isinstance(d, Ref) and not d.sym else None
 
 
 def _sym_name(arg: Any) -> str | None:
-    if isinstance(arg, dict):
-        for k in ("as_sym_int", "as_sym_float", "as_sym_bool"):
-            if k in arg and "as_name" in arg[k]:
-                return arg[k]["as_name"]
-    return None
+    d = decode_arg(arg)
+    return d.name if isinstance(d, Ref) and d.sym else None
 
 
 def _stage_tensors(record: EtlensRecordLike, stage: str) -> tuple[dict, dict]:
     """The state dict and constants of ``stage`` from an etlens ETRecord.
 
-    Tries the fast restricted unpickler (:mod:`.tensors`) first and the reader's
+    Tries the fast restricted unpickler (:mod:`etlens.readers.torch_save`) first and the reader's
     ``torch.load(weights_only=True)`` when that refuses something.
     """
-    from .tensors import load_tensors_fast
+    from ...readers.torch_save import load_tensors_fast
 
     state_dict, constants = record.stage_tensors(stage, decode=load_tensors_fast)
     return state_dict or {}, constants or {}

@@ -1,4 +1,4 @@
-"""The fast restricted tensor loader (``numerics.tensors``) against ``torch.load(weights_only=True)``.
+"""The torch.save reader (``etlens.readers.torch_save``) against ``torch.load(weights_only=True)``.
 
 Every checkpoint torch writes must load to the same tensors (values, dtypes, shapes, strides, storage
 sharing, ``requires_grad``, ``Parameter`` or not); the one-pass central-directory reader must agree
@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from etlens.analysis.numerics.tensors import _stored_entries, _stored_spans, load_tensors_fast  # noqa: E402
+from etlens.readers.torch_save import _stored_entries, _stored_spans, load_tensors_fast  # noqa: E402
 
 
 #: what a damaged archive may raise; the caller (``ETRecord.stage_tensors``) then tries torch's loader

@@ -1,4 +1,4 @@
-"""Load ``torch.save``-d plain tensors quickly and safely (state dicts, constants, inputs of an ETRecord).
+"""The ``torch.save`` reader: plain tensors, quickly and safely (state dicts, constants, inputs of an ETRecord).
 
 ``torch.load(weights_only=True)`` runs a pure-Python unpickler: for a 1000-layer state dict
 (2000 tensors) that is seconds, more than the rest of the numeric comparison. The same safety comes
@@ -8,8 +8,13 @@ resolved to small local functions (rebuild a tensor from a storage, wrap a ``Par
 ``UnpicklingError`` and the caller falls back to ``torch.load(weights_only=True)``. No code from the
 file is ever run.
 
+The archive itself (a zip file: ``<prefix>/data.pkl``, ``<prefix>/byteorder``, one ``<prefix>/data/<key>``
+entry per storage, all stored uncompressed) is indexed straight from its central directory
+(:func:`_stored_entries`), falling back to :mod:`zipfile` for any layout torch does not write.
+
 Example::
 
+    from etlens.readers.torch_save import load_tensors_fast
     tensors = load_tensors_fast(zip_entry_bytes)   # {"0.weight": tensor, ...}
 """
 
@@ -20,7 +25,7 @@ import io
 import pickle
 import struct
 import zipfile
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["load_tensors_fast"]
 
@@ -39,22 +44,22 @@ class _StorageType:
         self.dtype = dtype
 
 
-def _rebuild_tensor(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None,
-                    metadata=None):
+def _rebuild_tensor(storage: Any, storage_offset: int, size: Any, stride: Any, requires_grad: bool = False,
+                    backward_hooks: Any = None, metadata: Any = None) -> Any:
     t = storage.as_strided(tuple(size), tuple(stride), storage_offset)
     if requires_grad:
         t.requires_grad_(True)
     return t
 
 
-def _rebuild_parameter(data, requires_grad, backward_hooks=None, *rest):
+def _rebuild_parameter(data: Any, requires_grad: bool, backward_hooks: Any = None, *rest: Any) -> Any:
     import torch
 
     return torch.nn.Parameter(data, requires_grad)
 
 
 class _TensorUnpickler(pickle.Unpickler):
-    def __init__(self, file, archive: zipfile.ZipFile | None, prefix: str, data: bytes,
+    def __init__(self, file: io.BytesIO, archive: zipfile.ZipFile | None, prefix: str, data: bytes,
                  spans: dict[str, tuple[int, int]]) -> None:
         super().__init__(file)
         self._archive = archive
@@ -65,7 +70,7 @@ class _TensorUnpickler(pickle.Unpickler):
         # (one ZipExtFile per storage costs more than the rest of the load)
         self._spans = spans
 
-    def _read(self, name: str) -> bytes:
+    def _read(self, name: str) -> bytes | memoryview:
         span = self._spans.get(name)
         if span is None:
             if self._archive is None:
@@ -108,13 +113,13 @@ def load_tensors_fast(data: bytes) -> Any:
         archive = zipfile.ZipFile(io.BytesIO(data))
         names = archive.namelist()
         spans = _stored_spans(archive, data)
-        read = archive.read
+        read: Callable[[str], bytes] = archive.read
     else:
         archive, spans = None, found
         names = list(spans)
 
         def read(name: str) -> bytes:
-            start, size = spans[name]
+            start, size = found[name]
             return data[start:start + size]
     pkl = next((n for n in names if n.endswith("data.pkl")), None)
     if pkl is None:

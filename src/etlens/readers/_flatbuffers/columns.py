@@ -1,4 +1,4 @@
-"""Vectorised FlatBuffer field access for the ETDump hot path.
+"""The FlatBuffer engine's column-wise front-end: one field of many tables per numpy gather (the ETDump hot path).
 
 A FlatBuffer table starts with a signed 32-bit offset back to its *vtable*; the vtable lists,
 per field, the byte offset of that field inside the table (0 = absent, use the default). An
@@ -6,9 +6,12 @@ ETDump holds one small table per event, so reading 150k events one object at a t
 seconds in Python. Here every accessor takes a **numpy array of table positions** and reads the
 same field of all of them at once with gathers over one ``uint8`` view of the file.
 
-All positions are bounds-checked against the buffer before they are gathered: a corrupt or
-truncated file raises :class:`~etlens.errors.FormatError` / :class:`TruncatedFileError` naming
-the structure and offset instead of an ``IndexError``.
+:class:`FB` is a :class:`~etlens.readers._flatbuffers.FlatBuffer` (the engine's buffer: its
+``name``, ``what``, ``hint`` and error rule :meth:`~etlens.readers._flatbuffers.FlatBuffer.fail`),
+so a file can be read table by table and column-wise through one object. All positions are
+bounds-checked against the buffer before they are gathered: a corrupt or truncated file raises
+:class:`~etlens.errors.FormatError` / :class:`TruncatedFileError` naming the structure and offset
+instead of an ``IndexError``.
 
 Fields are named through the generated schema description :mod:`etlens.schema.etdump_fbs`
 (a :class:`~etlens.schema.fbs.Field` carries the slot, type and default). Example::
@@ -28,15 +31,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import FormatError, TruncatedFileError
-from ..schema import etdump_fbs as efb
-from ..schema.fbs import Field
-from .base import file_errors
+from ...errors import FormatError, TruncatedFileError
+from ...schema import etdump_fbs as efb
+from ...schema.fbs import Field
+from ..base import file_errors
+from . import FlatBuffer
 
 #: a numpy column (positions, offsets or values, one per table)
 Arr = npt.NDArray[Any]
 
-__all__ = ["FB"]
+__all__ = ["FB", "Layout", "open_etdump", "ETDUMP_HINT"]
+
+#: what to do about a bad ETDump (the end of its error messages)
+ETDUMP_HINT = "re-copy it from the device, or rerun and call write_etdump_result_to_file"
 
 #: ``struct`` code of a schema field -> the kind :meth:`FB.scalar` reads.
 _KIND = {"B": "u8", "?": "u8", "b": "i8", "i": "i32", "I": "u32", "q": "i64", "Q": "u64", "f": "f4", "d": "f8"}
@@ -83,11 +90,17 @@ def _np_unique(v: Arr) -> tuple[Arr, Arr, Arr]:
     return uniq, first, np.asarray(inv).ravel()
 
 
-class FB:
-    """A read-only FlatBuffer with vectorised readers (positions are ``int64`` arrays)."""
+class FB(FlatBuffer):
+    """A read-only FlatBuffer with vectorised readers (positions are ``int64`` arrays).
 
-    def __init__(self, data: Any, path: str = "<bytes>") -> None:
-        self.data = data
+    ``data`` is the whole file (positions are absolute); its header is the caller's to check
+    (:func:`open_etdump` does it for an ETDump).
+    """
+
+    __slots__ = ("buf", "size", "path", "_views")
+
+    def __init__(self, data: Any, path: str = "<bytes>", *, what: str = "ETDump", hint: str = ETDUMP_HINT) -> None:
+        super().__init__(data, path, what=what, hint=hint, header=False)
         self.buf = np.frombuffer(data, dtype=np.uint8)
         self.size = len(self.buf)
         self.path = path
@@ -95,18 +108,15 @@ class FB:
 
     # -- bounds -------------------------------------------------------------------------------
     def check(self, pos: Arr, width: int, what: str) -> None:
-        """Raise if any of ``pos .. pos+width`` falls outside the buffer."""
+        """Raise (the engine's :meth:`fail`) if any of ``pos .. pos+width`` falls outside the buffer."""
         if pos.size == 0:
             return
         lo, hi = int(pos.min()), int(pos.max())
         if lo < 0 or hi + width > self.size:
             bad = hi if hi + width > self.size else lo
-            if bad + width > self.size and bad < (1 << 32):
-                raise TruncatedFileError(
-                    f"{self.path}: {what} at byte offset {bad} reaches past the end of the "
-                    f"{self.size}-byte file; the ETDump is truncated or corrupt (re-copy it from the device)")
-            raise FormatError(f"{self.path}: {what} points to byte offset {bad}, outside the "
-                              f"{self.size}-byte file; the ETDump is corrupt")
+            truncated = bad + width > self.size and bad < (1 << 32)
+            self.fail(what, f"{width} byte(s) {'reach past the end of the data' if truncated else 'lie outside it'}",
+                      bad, truncated=truncated)
 
     # -- scalar gathers -------------------------------------------------------------------------
     def _view(self, dtype: str, width: int, shift: int) -> Arr:

@@ -1,4 +1,15 @@
-"""A small, fast, bounds-checked FlatBuffer reader (no schema compiler, no generated code).
+"""The one FlatBuffer engine of etlens: .pte programs, ETDumps, bundled programs and delegate payloads.
+
+A small, fast, bounds-checked FlatBuffer reader (no schema compiler, no generated code) with two
+front-ends over the same buffer object, bounds checks and error messages:
+
+* :class:`Table` (here) — one table at a time, for the tree-shaped files: ``.pte`` programs
+  (:mod:`etlens.readers.pte`), bundled programs (:mod:`etlens.readers.bpte`), the XNNPACK payload
+  (:mod:`etlens.readers.xnnpack`), the byte layout (:mod:`etlens.readers.layout`);
+* :class:`~etlens.readers._flatbuffers.columns.FB` (``columns``, needs numpy) — every table of a
+  vector at once, one numpy gather per field, for the ETDump's hundred thousand event tables
+  (:mod:`etlens.readers.etdump`, :mod:`etlens.readers.etdump_columns`). It is a
+  :class:`FlatBuffer` too: the same ``fail`` / ``hint`` and the same layout rules, read column-wise.
 
 FlatBuffers lay a tree of *tables* out in one byte buffer. Everything is little-endian:
 
@@ -39,8 +50,8 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
-from ..errors import FormatError, TruncatedFileError
-from ..schema.fbs import Field
+from ...errors import FormatError, TruncatedFileError
+from ...schema.fbs import Field
 
 __all__ = ["FlatBuffer", "Table", "field_path", "render_path"]
 
@@ -104,40 +115,45 @@ class FlatBuffer:
         what: a short description of the expected content for error messages ("ExecuTorch program").
     """
 
-    __slots__ = ("data", "name", "start", "end", "what", "_vtables")
+    __slots__ = ("data", "name", "start", "end", "what", "hint", "_vtables")
 
-    def __init__(self, data: bytes | bytearray | memoryview, name: str = "<bytes>", *,
+    def __init__(self, data: Any, name: str = "<bytes>", *,
                  identifier: bytes | None = None, size_prefixed: bool = False, start: int = 0,
-                 end: int | None = None, what: str = "FlatBuffer") -> None:
+                 end: int | None = None, what: str = "FlatBuffer", hint: str = _HINT, header: bool = True) -> None:
         self.data = data
         self.name = name
         self.what = what
+        #: what to tell the user to do when the data is bad (the end of every error message)
+        self.hint = hint
         self._vtables: dict[int, tuple[tuple[int, ...], int]] = {}
         end = len(data) if end is None else min(end, len(data))
+        if not header:  # a region whose header the caller has checked (or that has none: tests, fragments)
+            self.start, self.end = start, end
+            return
         if start < 0 or start > end:
             raise FormatError(f"{name}: {what} region starts at byte {start}, outside the {len(data)}-byte data; "
-                              f"{_HINT}")
+                              f"{hint}")
         if size_prefixed:
             if end - start < 4:
                 raise TruncatedFileError(f"{name}: {what} is {end - start} bytes, too short for its size prefix; "
-                                         f"{_HINT}")
+                                         f"{hint}")
             size = _u32(data, start)[0]
             if size > end - start - 4:
                 raise TruncatedFileError(
                     f"{name}: {what} declares {size} bytes after its size prefix but only {end - start - 4} "
-                    f"follow; the file is truncated ({_HINT})")
+                    f"follow; the file is truncated ({hint})")
             start += 4
             end = start + size
         self.start = start
         self.end = end
         if end - start < 8:
             raise TruncatedFileError(f"{name}: {what} is only {end - start} bytes, too short for a FlatBuffer "
-                                     f"header (8 bytes); {_HINT}")
+                                     f"header (8 bytes); {hint}")
         if identifier is not None:
             got = bytes(data[start + 4:start + 8])
             if got != identifier:
                 raise FormatError(f"{name}: not a{'n' if what[:1] in 'AEIOU' else ''} {what} (identifier {got!r} "
-                                  f"at bytes {start + 4}-{start + 8}, expected {identifier!r}); {_HINT}")
+                                  f"at bytes {start + 4}-{start + 8}, expected {identifier!r}); {hint}")
 
     @property
     def identifier(self) -> bytes:
@@ -154,10 +170,10 @@ class FlatBuffer:
         where = f" (field {rendered})" if rendered else ""
         cause = "the file is truncated or an offset in it is corrupt" if truncated else "the data is corrupt"
         raise cls(f"{self.name}: {self.what}{where}: {msg} at byte {pos} (data ends at byte {self.end}); "
-                  f"{cause}: {_HINT}")
+                  f"{cause}: {self.hint}")
 
     # -- raw access ----------------------------------------------------------------------
-    def check(self, pos: int, size: int, path: Any, what: str) -> None:
+    def check_span(self, pos: int, size: int, path: Any, what: str) -> None:
         """Raise unless ``size`` bytes at absolute ``pos`` lie inside the buffer (for readers that
         unpack raw regions themselves)."""
         if pos < self.start or pos + size > self.end:
