@@ -76,8 +76,35 @@ class StageBar:
     def advance(self, n: int = 1) -> None:
         self.bar.update(n)
 
+    def step(self, name: str) -> None:
+        """Stage ``name`` starts: the previous one is done (``run`` stages advance per run instead)."""
+        if getattr(self, "_current", None) is not None and not getattr(self, "_ran", False):
+            self.advance()
+        self._current, self._ran = name, False
+        self.stage(f"run 1/{getattr(self, '_runs', 1)}" if name == "run" else name)
+
+    def runs(self, total: int) -> Any:
+        """The ``on_run(i)`` callback of a ``run`` stage of ``total`` runs: one step per run."""
+        self._runs = total
+
+        def on_run(i: int) -> None:
+            self.advance()
+            self._ran = True
+            if i + 1 < total:
+                self.stage(f"run {i + 2}/{total}")
+
+        return on_run
+
     def close(self) -> None:
         self.bar.close()
+
+    def __enter__(self) -> StageBar:
+        return self
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        if exc_type is None and getattr(self, "_current", None) is not None:
+            self.advance()  # the last stage is done
+        self.close()
 
 
 @contextlib.contextmanager

@@ -94,7 +94,7 @@ def load_op_libraries(job: dict[str, Any]) -> None:
     from . import oplibs
 
     oplibs.load(["executorch.kernels.quantized"] if job.get("quantized") else [])
-    program = job.get("ep") if job["job"] == "lower" else job.get("pte") if job["job"] == "run" else None
+    program = {"lower": job.get("ep"), "trace-lowering": job.get("ep"), "run": job.get("pte")}.get(job["job"])
     if program:
         oplibs.load_for(program)
 
@@ -102,65 +102,52 @@ def load_op_libraries(job: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------------------------------
 # lower
 # ---------------------------------------------------------------------------------------------
+def _tracer(trace_job: dict[str, Any], cfg: Any, proto: Any) -> Any:
+    """The parent's partial trace (``quantize`` / ``export`` snapshots), resumed here."""
+    from ..model.trace import Trace
+    from ..passes.tracer import PipelineTracer
+    from .lower import ProtocolBar
+
+    t = PipelineTracer.resume(cfg, Trace.load(trace_job["seed"]), trace_job["ids"],
+                              record_times=trace_job.get("record_times", True))
+    t._bar = ProtocolBar(proto)  # each recorded stage: a "stage trace:<name>" line for the parent
+    return t
+
+
 def lower(job: dict[str, Any], proto: Any) -> dict[str, Any]:
-    """Lower the saved ExportedProgram; with ``trace``, record the pass snapshots during this lowering."""
+    """Lower the saved ExportedProgram (:func:`etlens.build.lower.lower_program`, the one lowering);
+    with ``trace``, the pass tracer records its snapshots during this lowering."""
     import torch
 
     from ..model.spans import span
-
-    from ..model.trace import Trace
     from ..readers.exported import load_exported_program
-    from .backends import get_backend
-    from .describe import describe_delegates, recording
+    from .lower import lower_program
+    from .toolchain import backend_config
 
-    cfg = get_backend(job["backend"])
-    with span("lower/check backend"):
-        cfg.check_available()
+    cfg = backend_config(job["backend"])
     with span("lower/load program"):
         ep = load_exported_program(job["ep"])  # registers the pytree types of its inputs/outputs first
-    edge = None
-    result: dict[str, Any] = {"traced_lowering": False}
     trace_job = job.get("trace")
-    if trace_job:
-        from ..passes.tracer import PipelineTracer, lowering_stages
+    rep = job.get("representative_inputs")
+    return lower_program(ep, cfg, job["pte"], etrecord=job.get("etrecord"),
+                         representative_inputs=tuple(torch.load(rep, weights_only=True)) if rep else None,
+                         quantized=bool(job.get("quantized")),
+                         tracer=_tracer(trace_job, cfg, proto) if trace_job else None,
+                         trace_output=trace_job["output"] if trace_job else None,
+                         describe=job.get("describe"), proto=proto)
 
-        proto.write("stage trace\n")
-        t = PipelineTracer.resume(cfg, Trace.load(trace_job["seed"]), trace_job["ids"],
-                                  record_times=trace_job.get("record_times", True))
-        try:
-            with span("lower/traced lowering"):
-                edge = lowering_stages(t, cfg, ep, production=True)
-        except Exception as exc:  # noqa: BLE001 - the trace is extra: the plain lowering below still runs
-            result["trace_error"] = f"{type(exc).__name__}: {exc}"
-        t.trace.save(trace_job["output"])
-        result["traced_lowering"] = edge is not None
-        if edge is None and t.error is not None:
-            result["trace_error"] = str(t.error)
-        proto.write("stage lower\n")
-    if edge is None:  # no trace, or the traced pipeline stopped early: the plain lowering
-        from executorch.exir import to_edge_transform_and_lower
 
-        partitioners = cfg.partitioners()
-        if job.get("describe"):
-            partitioners = [recording(partitioners[0], job["describe"]), *partitioners[1:]] if partitioners else []
-        # ExecuTorch's default edge compile config, as the fixtures and reports have always been built
-        with span("lower/to_edge_transform_and_lower"):
-            edge = to_edge_transform_and_lower(ep, partitioner=partitioners,
-                                               generate_etrecord=bool(job.get("etrecord")))
-    if job.get("describe"):
-        describe_delegates(edge.exported_program(), job["describe"])
-    with span("lower/to_executorch"):
-        et = edge.to_executorch()
-    with open(job["pte"], "wb") as f:
-        f.write(et.buffer)
-    if job.get("etrecord"):
-        with span("lower/etrecord"):
-            record = et.get_etrecord()
-            if job.get("representative_inputs"):
-                record.update_representative_inputs([tuple(torch.load(job["representative_inputs"],
-                                                                      weights_only=True))])
-            record.save(job["etrecord"])
-    return result
+def trace(job: dict[str, Any], proto: Any) -> dict[str, Any]:
+    """``etlens trace``'s lowering (:func:`etlens.build.lower.trace_lowering`): the tracer's stages after
+    ``export``, recorded into ``trace["output"]``; a ``.pte`` only when the backend's passes emit one."""
+    from ..readers.exported import load_exported_program
+    from .lower import trace_lowering
+    from .toolchain import backend_config
+
+    cfg = backend_config(job["backend"])
+    ep = load_exported_program(job["ep"])
+    return trace_lowering(ep, cfg, _tracer(job["trace"], cfg, proto), quantize_io=bool(job.get("quantize_io")),
+                          lower=bool(job.get("lower", True)), pte=job.get("pte"), trace_output=job["trace"]["output"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,6 +240,6 @@ def llm_run(job: dict[str, Any], proto: Any) -> dict[str, Any]:
 
 #: job name -> function(job, protocol stream) -> result dict
 JOBS: dict[str, Callable[[dict[str, Any], Any], dict[str, Any]]] = {
-    "lower": lower, "run": run, "bundled-run": bundled_run, "list-operators": list_operators,
+    "lower": lower, "trace-lowering": trace, "run": run, "bundled-run": bundled_run, "list-operators": list_operators,
     "llm-run": llm_run,
 }

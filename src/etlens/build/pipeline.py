@@ -70,55 +70,30 @@ def quantize_pt2e(model, inputs, quantizer=None, *, backend: str | Any = "xnnpac
     return _quantize(model, inputs, backend, calibration=calibration, quantizer=quantizer)
 
 
-#: names that mean "delegate nothing" (the portable kernels run the whole program)
-_PORTABLE = ("", "portable", "none")
-
-
-def _backend(backend: str | Any | None) -> Any:
-    from .backends import get_backend
-
-    return get_backend("portable" if backend is None or backend in _PORTABLE else backend)
-
-
 def lower(model, inputs, *, delegate: bool = True, quant: bool = False, backend: str | None = None,
           partitioners: list | None = None):
-    """Export and lower; return ``(exported_program, edge_manager, executorch_manager)``.
+    """Export and lower in this process; return ``(exported_program, edge_manager, executorch_manager)``.
 
-    ``backend`` (a registered backend name or :class:`~etlens.build.backends.BackendConfig`;
-    ``'portable'``: no partitioner) wins over the older ``delegate`` flag when given. Its
-    :class:`BackendConfig` supplies the quantizer (``quant=True``) and the partitioners.
+    For scripts and tests that need the toolchain's own objects (the report builds in the worker
+    child, :class:`~etlens.build.session.BuildSession`); the steps are the same functions
+    (:mod:`etlens.build.toolchain`). ``backend`` (a registered backend name or
+    :class:`~etlens.build.backends.BackendConfig`; ``'portable'``: no partitioner) wins over the
+    older ``delegate`` flag when given. Its :class:`BackendConfig` supplies the quantizer
+    (``quant=True``) and the partitioners.
     """
     require_executorch("lowering")
-    import torch
-    from executorch.exir import to_edge_transform_and_lower
+    from . import oplibs
+    from .toolchain import backend_config, export, lower_edge
 
-    cfg = _backend(backend if backend is not None else ("xnnpack" if delegate else None))
+    cfg = backend_config(backend if backend is not None else ("xnnpack" if delegate else None))
     cfg.check_available()
     if quant:
         model = quantize_pt2e(model, inputs, backend=cfg)
-    ep = torch.export.export(model, inputs)
-    if partitioners is None:
-        partitioners = cfg.partitioners()
+    ep = export(model, inputs)
     # ExecuTorch's default edge compile config, as the fixtures and reports have always been built
-    edge = to_edge_transform_and_lower(ep, partitioner=partitioners, generate_etrecord=True)
-    _load_quantized_kernels(ep)
+    edge = lower_edge(ep, cfg, partitioners=partitioners, etrecord=True)
+    oplibs.load_for(ep)  # the operator libraries ep calls (quantized out variants, llama::*)
     return ep, edge, edge.to_executorch()
-
-
-def _has_quantized_nodes(ep: Any) -> bool:
-    """True when an ExportedProgram calls ``quantized_decomposed`` ops (out variants in a separate library)."""
-    return any(str(getattr(n, "target", "")).startswith("quantized_decomposed")
-               for n in ep.graph_module.graph.nodes if n.op == "call_function")
-
-
-def _load_quantized_kernels(ep: Any) -> None:
-    """Register the operator libraries ``ep`` calls (quantized out variants, ``llama::*``).
-
-    The one home of that decision is :mod:`etlens.build.oplibs`.
-    """
-    from . import oplibs
-
-    oplibs.load_for(ep)
 
 
 def run_with_etdump(pte_bytes: bytes, inputs, runs: int, etdump_path: str, debug_path: str | None,

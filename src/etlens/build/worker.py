@@ -8,11 +8,11 @@ cases, asking the runtime which kernels it has — is a *job* of a :class:`Worke
 a ``python`` child (:mod:`etlens.build.child`). Jobs by name:
 
 =================== ==========================================================================
-``lower``           ``torch.export.load`` a saved ExportedProgram, ``to_edge_transform_and_lower``
-                    with the backend's partitioners, ``to_executorch``; writes ``.pte`` (+
-                    ``.etrecord``); optionally traces the passes while doing it (the traced
-                    lowering *is* the production lowering) and describes which delegate computes
-                    each output
+``lower``           load a saved ExportedProgram and lower it (:func:`etlens.build.lower.lower_program`,
+                    the one lowering); writes ``.pte`` (+ ``.etrecord``); optionally traces the
+                    passes while doing it (the traced lowering *is* the production lowering) and
+                    describes which delegate computes each output
+``trace-lowering``  the pass tracer's stages on a saved ExportedProgram (``etlens trace``), no run
 ``run``             load a ``.pte`` in the runtime with ETDump (+ debug buffer), run it N times,
                     write ``.etdp`` (+ trimmed debug buffer); outputs come back via ``torch.save``
 ``bundled-run``     run every test case of a bundled program, one result line per case
@@ -59,19 +59,20 @@ from ..errors import EtlensError
 __all__ = ["Worker", "NativeStageError", "JOBS", "last_native_line", "save_inputs"]
 
 #: the jobs a child knows (see :mod:`etlens.build.child`)
-JOBS = ("lower", "run", "bundled-run", "list-operators", "llm-run")
+JOBS = ("lower", "trace-lowering", "run", "bundled-run", "list-operators", "llm-run")
 
 #: an ExecuTorch native log line: ``[file.cpp:42] message`` (or ``E 00:00:00.123 executorch:file.cpp:42] …``)
 _NATIVE_LOG = re.compile(r"^(?:[DIWEF] \d\d:\d\d:\d\d\.\d+ executorch:|\[)[\w./-]+:\d+\] (.*)$")
 
 #: stage (as the child announces it) -> (name in messages, what to change when it crashes)
 _STAGES = {
-    "lower": ("lower", "backend {backend!r}: try --backend portable, or rerun with -v to see the lowering log"),
-    "trace": ("lower", "backend {backend!r}: rerun with --no-trace, or with -v to see the lowering log"),
+    "lower": ("lower", "backend {backend!r}: try --backend portable{verbose_hint}"),
+    "trace": ("lower", "backend {backend!r}: rerun with --no-trace{verbose_hint}"),
+    "trace-lowering": ("trace", "backend {backend!r}: try --no-lower{verbose_hint}"),
     "run": ("run on the ExecuTorch runtime",
             "debug buffer: {size} for {runs} run(s); a larger --debug-buffer-size (bytes) or fewer --runs avoids "
             "'Ran out of space' aborts"),
-    "bundled-run": ("bundled test cases", "rerun with -v to see the runtime's log"),
+    "bundled-run": ("bundled test cases", "{log_hint}"),
     "list-operators": ("list the runtime's operators", "check the executorch install (executorch==1.5.1)"),
     "llm-run": ("run the LLM on the ExecuTorch runtime", "debug buffer: {size}; --no-layers runs it without "
                 "intermediate outputs"),
@@ -282,8 +283,12 @@ class Worker:
     def _error(self, state: dict[str, Any], spec: dict[str, Any], code: int | None, log: str,
                describe: str | None) -> NativeStageError:
         """The job's own report (``error.json``) or, after a crash, the cause from the child's log."""
-        label, advice = _STAGES.get(state["stage"], _STAGES.get(spec["job"], (spec["job"], "rerun with -v")))
-        advice = advice.format(**state)
+        stage = str(state["stage"]).split(":", 1)[0]  # "trace:<pass>": a stage of the traced lowering
+        label, advice = _STAGES.get(stage, _STAGES.get(spec["job"], (spec["job"], "{log_hint}")))
+        # hints match the flags given: no "rerun with -v" when the log is already shown
+        hints = {"verbose_hint": "" if self.verbose else ", or rerun with -v to see the lowering log",
+                 "log_hint": "the log is above" if self.verbose else "rerun with -v to see the runtime's log"}
+        advice = advice.format(**{**state, **hints})
         details: dict[str, Any] = {}
         if describe and os.path.exists(describe):
             with open(describe, encoding="utf-8") as f:
@@ -291,8 +296,8 @@ class Worker:
         if os.path.exists(spec["error"]):
             with open(spec["error"], encoding="utf-8") as f:
                 err = json.load(f)
-            return NativeStageError(f"{label} failed: {err['type']}: {err['message']} (rerun with -v for the "
-                                    "child's log)", details)
+            hint = "" if self.verbose else " (rerun with -v for the child's log)"
+            return NativeStageError(f"{label} failed: {err['type']}: {err['message']}{hint}", details)
         if state.get("timed_out"):
             return NativeStageError(f"{label} did not finish within {state['timed_out']:.0f} s (the child was "
                                     "stopped)", details)
@@ -327,6 +332,17 @@ class Worker:
             with open(params["describe"], encoding="utf-8") as f:
                 result.update(json.load(f))
         return result
+
+    def trace_lowering(self, ep_path: str, *, backend: str, trace: dict[str, Any], quantize_io: bool = False,
+                       lower: bool = True, pte: str | None = None, quantized: bool = False,
+                       on_stage: Callable[[str], Any] | None = None) -> dict[str, Any]:
+        """Job ``trace-lowering``: the pass tracer's stages after ``export`` on the saved program
+        (``etlens trace``, no run). ``trace`` as for :meth:`lower`; ``pte``: where a backend whose
+        passes emit the program writes it. Each recorded stage is told to ``on_stage``
+        (``trace:<name>``)."""
+        params = {"ep": os.path.abspath(ep_path), "backend": backend, "trace": trace, "quantize_io": bool(quantize_io),
+                  "lower": bool(lower), "pte": pte, "quantized": bool(quantized)}
+        return self.submit("trace-lowering", params, on_stage=on_stage, facts={"backend": backend})
 
     def run(self, pte_path: str, inputs: Any, *, runs: int = 1, etdump: str | None = None,
             debug: str | None = None, debug_buffer_size: int | None = None, quantized: bool | None = None,

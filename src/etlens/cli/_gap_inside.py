@@ -28,9 +28,9 @@ def add_inside_arguments(p) -> None:
 
 def run_inside(args) -> int:
     """Lower + run ``--model``/``--demo`` instrumented, print or write the rows; exit 3 on a crossing."""
-    from ..errors import EtlensError
-    from ..build.loader import load_model
     from ..build.inside import inside_delegates
+    from ..build.session import BuildSession
+    from ..errors import EtlensError
 
     for flag in ("etdump", "etrecord", "debug_buffer", "inputs", "run"):
         if getattr(args, flag):
@@ -39,9 +39,11 @@ def run_inside(args) -> int:
     spec = model_spec(args)
     if not spec:
         raise EtlensError("--inside-delegates needs --model FILE.py:FN or --demo NAME")
-    model, inputs, _name = load_model(spec)
-    res = inside_delegates(model, inputs, backend=args.backend, quantize=args.quantize, metric=args.metric,
-                           threshold=args.threshold, bisect=args.bisect)
+    # the session's child imports torch + the backend while the model loads; the builds run there
+    with BuildSession.load(spec, backend=args.backend, quantize=args.quantize,
+                           verbose=getattr(args, "verbose", False)) as session:
+        res = inside_delegates(session.model, session.inputs, backend=args.backend, quantize=args.quantize,
+                               metric=args.metric, threshold=args.threshold, bisect=args.bisect, session=session)
     emit(args, doc=res.to_dict, rows=lambda: res.to_dict()["rows"], text=res.to_text)
     if res.crossing:
         return gate_failed(f"a value inside a delegate crosses --fail-on-gap {args.threshold:g} ({args.metric})")

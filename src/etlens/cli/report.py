@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from .._progress import console
 from ._common import add_command
-from .options import EXIT_OK, add_backend, add_gate, add_model_source, gate_failed, model_spec
+from .options import EXIT_ERROR, EXIT_OK, add_backend, add_gate, add_model_source, gate_failed, model_spec
 
 
 def register(sub) -> None:
@@ -34,6 +35,9 @@ def register(sub) -> None:
     p.add_argument("--no-trace", action="store_true", help="skip the pass-by-pass trace (--demo/--model)")
     p.add_argument("--no-inside-delegates", action="store_true",
                    help="skip the per-op values inside delegates (one instrumented lower+run; --demo/--model)")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when an optional stage (pass trace, inside the delegates, numeric gap) failed; "
+                        "by default the report is written without it, the failure named on the page and here")
     p.add_argument("--metric", default="MSE", choices=["MSE", "L1", "SNR", "cosine", "max_abs"],
                    help="numeric-gap metric (default MSE)")
     add_gate(p, "gap", "fail when the worst gap is above X (below X for SNR/cosine)")
@@ -66,28 +70,15 @@ def run(args) -> int:
         for flag in ("etrecord", "debug_buffer", "pte", "trace"):
             if getattr(args, flag):
                 raise EtlensError(f"--{flag.replace('_', '-')} goes with --etdump, not with --demo/--model")
-        from ..build.loader import load_model, model_title
-        from ..report import report_from_model
+        from ..build.session import BuildSession
+        from ..report import report_from_session
 
-        from ..model.spans import span
-        from ..build.session import start_worker
-
-        spec = model_spec(args)
-        # the native child imports torch + the backend while the user's model loads here
-        worker = start_worker(args.backend, verbose=args.verbose)
-        try:
-            with span("load model (user code, import torch)"):
-                model, inputs, _attr = load_model(spec)
-        except BaseException:
-            if worker is not None:
-                worker.close()
-            raise
-        name = model_title(model, spec)
-        result = report_from_model(model, inputs, args.output, name=name, title=args.title, backend=args.backend,
-                                   quantize=args.quantize, runs=args.runs, trace=not args.no_trace,
-                                   metric=args.metric, gap_threshold=args.fail_on_gap,
-                                   debug_buffer_size=args.debug_buffer_size, verbose=args.verbose,
-                                   inside_delegates=not args.no_inside_delegates, worker=worker)
+        # the session starts its child (torch + the backend) while the user's model loads here
+        session = BuildSession.load(model_spec(args), backend=args.backend, quantize=args.quantize,
+                                    trace=not args.no_trace, verbose=args.verbose)
+        result = report_from_session(session, args.output, title=args.title, runs=args.runs, metric=args.metric,
+                                     gap_threshold=args.fail_on_gap, debug_buffer_size=args.debug_buffer_size,
+                                     inside_delegates=not args.no_inside_delegates)
     lat = f"{result.total_latency_ms:.3f} ms" if result.total_latency_ms is not None else "n/a"
     gap = f"{result.worst_gap:.4g}" if result.worst_gap is not None else "n/a"
     share = f"{result.delegated_share:.0%}" if result.delegated_share is not None else "n/a"
@@ -95,6 +86,12 @@ def run(args) -> int:
           f"worst {result.gap_metric} gap "
           f"{gap}; {len(result.files)} files alongside)")
     status = EXIT_OK
+    for stage, why in result.failures.items():  # optional stages: the report is complete without them
+        print(f"etlens: warning: {stage} failed: {why}", file=console())
+    if result.failures and getattr(args, "strict", False):
+        print(f"etlens: error: --strict: {len(result.failures)} optional stage(s) failed "
+              f"({', '.join(result.failures)})", file=console())
+        status = EXIT_ERROR
     if args.fail_on_gap is not None and result.worst_gap is not None:
         similarity = result.gap_higher_is_better
         crossed = result.worst_gap < args.fail_on_gap if similarity else result.worst_gap > args.fail_on_gap

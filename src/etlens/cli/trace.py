@@ -52,21 +52,18 @@ def _list_backends() -> int:
     return EXIT_OK
 
 
-def _runtime_note(trace, pte: str) -> str | None:
+def _runtime_note(trace, pte: str, session) -> str | None:
     """One line when the pip ExecuTorch runtime has no kernel for some operator of the program
     (``""`` when it has them all, ``None`` when the runtime could not be asked).
 
     The operators are those of the trace's last snapshot (the program the ``.pte`` holds), spelled
     as ExecuTorch's operator table spells them (``cortex_m::quantized_linear.out``).
     """
-    from ..build.worker import Worker
-
     last = trace.snapshots[-1].graph
     ops = sorted({"::".join(n.target.split(".", 1)) for n in last
                   if n.kind == "op" and n.target and n.target.count(".") >= 2})
     try:  # a worker job: loading the runtime's native library stays out of this process
-        with Worker() as w:
-            have = set(w.list_operators())
+        have = set(session.worker.list_operators())
     except (OSError, EtlensError):
         return None
     lacking = [op for op in ops if op not in have]
@@ -77,22 +74,18 @@ def _runtime_note(trace, pte: str) -> str | None:
             "kernels, the trace's last snapshot is its graph and memory plan")
 
 
-def _run_here(pte: str, model, cfg, inputs, quantize: bool) -> str:
-    """Run ``pte`` in the ExecuTorch runtime (a child process, see :mod:`etlens.build.runner`) and
-    compare its outputs with ``model``'s."""
+def _run_here(pte: str, session) -> str:
+    """Run ``pte`` in the ExecuTorch runtime (the session's child) and compare its outputs with the model's."""
     import tempfile
 
     import torch
 
-    from ..build.inputs import as_args, flatten_inputs
-    from ..build.runner import run_program
+    from ..build.inputs import flatten_inputs
 
-    inputs = as_args(inputs)
-    if cfg.prepare_inputs is not None and quantize:  # the layout trace_passes exported with
-        inputs = cfg.prepare_inputs(inputs)
+    model, inputs = session.model, session.inputs  # the layout the session exported with
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            got = run_program(pte, inputs, runs=1, etdump_path=os.path.join(tmp, "run.etdp"))
+            got = session.run(pte, inputs, runs=1, etdump=os.path.join(tmp, "run.etdp"))
         except EtlensError as exc:
             return f"note: running {pte} in the ExecuTorch runtime here failed: {first_line(exc, 1000)}"
     with torch.no_grad():
@@ -111,11 +104,21 @@ def run(args) -> int:
     if args.model and args.demo:
         raise EtlensError("etlens trace: give --model or --demo, not both")
     from ..build.backends import get_backend
-    from ..build.loader import load_model
-    from ..passes.tracer import trace_passes
+    from ..build.session import BuildSession
 
     get_backend(args.backend).check_available()  # fail before building the model
-    model, inputs, name = load_model(spec, args.input_shape)
+    # the session's child imports torch + the backend while the model loads; it traces the lowering (no run)
+    session = BuildSession.load(spec, input_shapes=args.input_shape, backend=args.backend, quantize=args.quantize)
+    with session:
+        status = _trace(args, session)
+    return status
+
+
+def _trace(args, session) -> int:
+    from .._progress import progress
+    from ..build.backends import get_backend
+
+    name = session.name = session.attr or session.name
     out = args.output or f"{name}.{args.backend}.trace.json"
     pte = None
     if get_backend(args.backend).to_executorch and not args.no_lower:
@@ -129,20 +132,25 @@ def run(args) -> int:
         raise EtlensError(f"--pte: the {args.backend} trace does not emit an ExecuTorch program (only backends whose "
                           "passes rewrite the whole program do, e.g. cortex_m, and not with --no-lower); "
                           "'etlens report' writes the .pte of a lowered model")
-    trace = trace_passes(model, inputs, backend=args.backend, quantize=args.quantize,
-                         quantize_io=args.quantize_io, lower=not args.no_lower, name=name, output=out,
-                         record_times=not args.no_times, pte=pte)
+    bar = progress(desc=f"trace {args.backend}", unit="stage")
+    session.on_stage = lambda label: (bar.set_postfix_str(label.split(":", 1)[-1][:40], refresh=False),
+                                      bar.update(1))
+    try:
+        trace = session.trace_lowering(out, quantize_io=args.quantize_io, lower=not args.no_lower,
+                                       record_times=not args.no_times, pte=pte)
+    finally:
+        bar.close()
     passes = sum(1 for s in trace.snapshots if s.stage == "pass")
     lost = sum(len(s.handle_report.get("lost") or []) for s in trace.snapshots)
     print(f"wrote {out}: {len(trace.snapshots)} snapshots ({passes} passes) of {name} for {args.backend}"
           + (f"; {lost} node(s) lost debug handles (see handle_report)" if lost else ""))
     if pte is not None and trace.meta.get("pte"):
         print(f"wrote {pte}")
-        note = _runtime_note(trace, pte)
+        note = _runtime_note(trace, pte, session)
         if note:
             print(note)
         elif note == "" and not args.quantize_io:
-            print(_run_here(pte, model, get_backend(args.backend), inputs, args.quantize))
+            print(_run_here(pte, session))
     if args.html:
         try:
             from ..views.html import generate_multi_pass_html

@@ -42,8 +42,9 @@ from ..model import Graph
 from ..model.trace import Snapshot, Trace
 from . import snapshot as snap
 from ..build.backends import BackendConfig, PassSpec, get_backend, instantiate_pass, pass_name
-from .debug_handles import back_annotate, check_handles, fx_sources, generate_debug_handles
 from ..build.quantize import quantize_pt2e
+from ..build.toolchain import edge_config, export, lower_edge, to_edge, to_executorch
+from .debug_handles import back_annotate, check_handles, fx_sources, generate_debug_handles
 
 __all__ = ["trace_passes", "PipelineTracer", "lowering_stages"]
 
@@ -212,6 +213,7 @@ class PipelineTracer:
                 except Exception:  # noqa: BLE001 - fall back to the previous snapshot's graph
                     graph = None
             self.fail(spec.name, "pass", exc, message, graph)
+            settle_shape_envs(program)
             return None
         seconds = time.perf_counter() - t0
         self.done.append(spec.name)
@@ -268,33 +270,6 @@ def _model_name(model: Any, name: str | None) -> str:
     if name:
         return name
     return type(model).__name__ if model is not None else "model"
-
-
-def _edge_config(backend: BackendConfig) -> Any:
-    if not backend.uses_executorch:
-        return None
-    if backend.edge_compile_config is not None:
-        return backend.edge_compile_config()
-    from executorch.exir import EdgeCompileConfig
-
-    return EdgeCompileConfig()
-
-
-def _to_edge(ep: Any, backend: BackendConfig, config: Any, transform_passes: list | None = None) -> Any:
-    if backend.to_edge is not None:
-        return backend.to_edge(ep, config)
-    from executorch.exir import to_edge_transform_and_lower
-
-    return to_edge_transform_and_lower(ep, transform_passes=transform_passes, compile_config=config)
-
-
-def _lower(ep: Any, backend: BackendConfig, config: Any, transform_passes: list | None, *,
-           generate_etrecord: bool = False, partitioners: list | None = None) -> Any:
-    from executorch.exir import to_edge_transform_and_lower
-
-    return to_edge_transform_and_lower(ep, transform_passes=transform_passes,
-                                       partitioner=backend.partitioners() if partitioners is None else partitioners,
-                                       compile_config=config, generate_etrecord=generate_etrecord)
 
 
 def trace_passes(model: Any, example_inputs: tuple, backend: str | BackendConfig = "xnnpack",
@@ -354,8 +329,6 @@ def trace_passes(model: Any, example_inputs: tuple, backend: str | BackendConfig
 
 def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quantize: bool,
          quantize_io: bool, passes: Iterable[Any] | None, extra: list, lower: bool, pte: str | None) -> None:
-    import torch
-
     ids = t.ids
     emits = lower and cfg.to_executorch and cfg.uses_executorch
     total = 3 + int(quantize) + (2 if quantize_io else 0) + int(lower and cfg.partitioner_factory is not None) \
@@ -367,12 +340,70 @@ def _run(t: PipelineTracer, cfg: BackendConfig, model: Any, inputs: tuple, quant
                         lambda gm, n: snap.module_graph(gm, n, "quantize", ids))
         if model is None:
             return
-    ep = t.stage("export", "export", lambda: torch.export.export(model, inputs),
+    ep = t.stage("export", "export", lambda: export(model, inputs),
                  lambda p, n: snap.program_graph(p, n, "export", ids))
     if ep is None:
         return
     lowering_stages(t, cfg, ep, quantize_io=quantize_io, passes=passes, extra=extra, lower=lower, pte=pte,
                     total=total)
+
+
+def settle_shape_envs(*programs: Any) -> None:
+    """Forget the unbacked symbols a failed stage left pending in the programs' shape environments.
+
+    A data-dependent operator (``llama::update_cache``, ``custom_sdpa``, ``nonzero`` …) allocates
+    unbacked symbols when its fake kernel runs; torch binds them to the operator's outputs right
+    after. A pass that fails between the two leaves them pending in the exported program's
+    ``ShapeEnv``, and every later trace of that program (the production lowering included) then
+    stops with ``PendingUnbackedSymbolNotFound``. The failed stage's symbols belong to no graph: dropping
+    them gives the program back as the failed stage found it.
+    """
+    seen: set[int] = set()
+    for program in programs:
+        gm = getattr(program, "graph_module", program)
+        for node in getattr(getattr(gm, "graph", None), "nodes", ()):
+            val = node.meta.get("val")
+            for v in val if isinstance(val, (list, tuple)) else (val,):
+                env = getattr(getattr(v, "fake_mode", None), "shape_env", None)
+                if env is not None and id(env) not in seen:
+                    seen.add(id(env))
+                    for name in ("pending_fresh_unbacked_symbols", "ignorable_fresh_unbacked_symbols"):
+                        pending = getattr(env, name, None)
+                        if isinstance(pending, list):
+                            pending.clear()
+
+
+def _replay(t: PipelineTracer, cfg: BackendConfig, ep: Any, program: Any, quantize_io: bool,
+            passes: Iterable[Any] | None, extra: Iterable[Any], total: int | None) -> Any:
+    """[``quantize_io``] and each backend pass on the whole edge ``program``, a snapshot after each.
+
+    Returns the last program, or ``None`` when a pass failed (recorded in ``t``; the exported
+    program's shape environment settled, see :func:`settle_shape_envs`).
+    """
+    if program is None:
+        return None
+    if quantize_io:
+        from .quantize_io import QuantizeInputs, QuantizeOutputs
+
+        for p in (QuantizeInputs(), QuantizeOutputs()):
+            new = t.run_pass(PassSpec(type(p).__name__, lambda prog, _p=p: _p), program)
+            if new is None:
+                settle_shape_envs(ep, program)
+                return None
+            program = new
+            if t.record:
+                t.trace.snapshots[-1].stage = "quantize_io"
+    specs = _pass_specs(passes) if passes is not None else cfg.passes(program)
+    specs += _pass_specs(extra)
+    if t._bar is not None and total is not None:
+        t._bar.total = total + len(specs)
+    for spec in specs:
+        new = t.run_pass(spec, program)
+        if new is None:
+            settle_shape_envs(ep, program)
+            return None
+        program = new
+    return program
 
 
 def lowering_stages(t: PipelineTracer, cfg: BackendConfig, ep: Any, *, quantize_io: bool = False,
@@ -386,25 +417,32 @@ def lowering_stages(t: PipelineTracer, cfg: BackendConfig, ep: Any, *, quantize_
     edge compile config, an ETRecord generated, and the resulting ``EdgeProgramManager`` returned
     (``to_executorch`` it for the ``.pte``); the ``to_edge`` and pass snapshots are the tracer's
     view of the whole edge program before the partitioner (no partitioning, no backend preprocess).
-    Returns that manager, or ``None`` (a stage failed, no lower stage, or not ``production``).
+    A backend runs its passes on the partitions it takes, so a pass may not replay on the whole
+    program (XNNPACK's layout pass next to ``llama::custom_sdpa``): with ``production`` such a
+    failure is recorded (``t.error``, a snapshot with the error) and the replay stops, but the
+    ``lower`` stage still runs, so the trace ends with the real lowering whenever the plain
+    lowering works. Returns that manager, or ``None`` (a stage failed, no lower stage, or not
+    ``production``).
     """
     ids = t.ids
     prog_graph = snap.program_graph
     emits = lower and cfg.to_executorch and cfg.uses_executorch
-    config = _edge_config(cfg)
+    config = edge_config(cfg)
 
-    def to_edge() -> Any:
-        out = _to_edge(ep, cfg, config)
+    def edge_stage() -> Any:
+        out = to_edge(ep, cfg, config)
         program = out.exported_program() if hasattr(out, "exported_program") and callable(out.exported_program) else out
         if not cfg.uses_executorch:
             generate_debug_handles(program.graph_module)  # ExecuTorch does this at the end of to_edge
         return program
 
     edge_name = "run_decompositions" if not cfg.uses_executorch else "to_edge"
-    program = t.stage(edge_name, "to_edge", to_edge, lambda p, n: prog_graph(p, n, "to_edge", ids))
+    program = t.stage(edge_name, "to_edge", edge_stage, lambda p, n: prog_graph(p, n, "to_edge", ids))
     if program is None:
-        return None
-    if t.record:  # ATen snapshots have no handles: give them their edge descendants' handles
+        settle_shape_envs(ep)
+        if not production:
+            return None
+    elif t.record:  # ATen snapshots have no handles: give them their edge descendants' handles
         edge_graph = t.trace.snapshots[-1].graph
         for s in reversed(t.trace.snapshots[:-1]):
             count = back_annotate(s.graph, edge_graph)
@@ -414,24 +452,9 @@ def lowering_stages(t: PipelineTracer, cfg: BackendConfig, ep: Any, *, quantize_
                 s.handle_report["with_handles"] = s.graph.debug_handle_coverage()[0]
             edge_graph = s.graph
 
-    if quantize_io:
-        from .quantize_io import QuantizeInputs, QuantizeOutputs
-
-        for p in (QuantizeInputs(), QuantizeOutputs()):
-            program = t.run_pass(PassSpec(type(p).__name__, lambda prog, _p=p: _p), program)
-            if program is None:
-                return None
-            if t.record:
-                t.trace.snapshots[-1].stage = "quantize_io"
-
-    specs = _pass_specs(passes) if passes is not None else cfg.passes(program)
-    specs += _pass_specs(extra)
-    if t._bar is not None and total is not None:
-        t._bar.total = total + len(specs)
-    for spec in specs:
-        program = t.run_pass(spec, program)
-        if program is None:
-            return None
+    program = _replay(t, cfg, ep, program, quantize_io, passes, extra, total)
+    if program is None and not production:
+        return None
 
     if lower and cfg.partitioner_factory is not None:
         def lower_fn() -> Any:
@@ -441,30 +464,23 @@ def lowering_stages(t: PipelineTracer, cfg: BackendConfig, ep: Any, *, quantize_
 
                 tp = [QuantizeInputs(), QuantizeOutputs()]
             if production:  # the program's one real lowering, as the report has always built it
-                return _lower(ep, cfg, None, tp, generate_etrecord=True)
-            return _lower(ep, cfg, config, tp)
+                return lower_edge(ep, cfg, transform_passes=tp, etrecord=True)
+            return lower_edge(ep, cfg, config=config, transform_passes=tp)
 
         lowered = t.stage("lower", "lower", lower_fn, lambda m, n: prog_graph(m, n, "lower", ids))
         return lowered if production else None
-    if emits:
+    if emits and program is not None:
         def et_graph(m: Any, n: str) -> Graph:
             graph = prog_graph(m, n, "lower", ids)
             _memory_plan(m, graph)
             return graph
 
-        et = t.stage("to_executorch", "lower", lambda: _to_executorch(program, config), et_graph)
+        et = t.stage("to_executorch", "lower", lambda: to_executorch(program, config), et_graph)
         if et is not None and pte is not None:
             with open(pte, "wb") as f:
                 f.write(et.buffer)
             t.trace.meta["pte"] = os.path.basename(pte)
     return None
-
-
-def _to_executorch(program: Any, config: Any) -> Any:
-    """The ExecuTorch program of a transformed edge program (what the Arm compiler does for Cortex-M)."""
-    from executorch.exir import EdgeProgramManager
-
-    return EdgeProgramManager({"forward": program}, compile_config=config).to_executorch()
 
 
 def _memory_plan(et: Any, graph: Graph) -> None:

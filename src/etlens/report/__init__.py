@@ -32,7 +32,8 @@ from .collect import ReportData, ReportInputs, collect, write_side_files
 from .page import build_page
 from .render import render_report
 
-__all__ = ["ReportResult", "report_from_artifacts", "report_from_model", "ReportInputs", "ReportData"]
+__all__ = ["ReportResult", "report_from_artifacts", "report_from_model", "report_from_session", "ReportInputs",
+           "ReportData"]
 
 
 @dataclass
@@ -51,6 +52,9 @@ class ReportResult:
     delegated_share: float | None = None
     #: the :class:`~etlens.build.session.BuildSession` that built the model (``report_from_model``)
     session: Any = None
+    #: optional stages that failed while the report completed: ``{stage: one line}`` (trace, inside the
+    #: delegates, numeric gap); ``etlens report --strict`` exits 1 when there is any
+    failures: dict[str, str] = field(default_factory=dict)
 
     def page(self) -> str:
         """The report page's HTML (read from :attr:`path`)."""
@@ -76,7 +80,8 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
                           debug_buffer: str | None = None, pte: str | None = None, trace: Any = None,
                           title: str = "etlens report", subtitle: str = "", metric: str = "MSE",
                           gap_threshold: float | None = None, extra_files: dict[str, str] | None = None,
-                          on_stage: Any = None, inside: Any = None, method: str | None = None) -> ReportResult:
+                          on_stage: Any = None, inside: Any = None, method: str | None = None,
+                          failures: dict[str, str] | None = None) -> ReportResult:
     """Write the report for device artifacts to ``output``; side files go next to it.
 
     ``method``: the method whose runs make the headline and the operator table (default: the one
@@ -84,7 +89,9 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
 
     ``on_stage(name)`` (optional) is told when ``analyze`` (Inspector, numerics, delegation) and
     ``render`` start. ``inside`` (from :func:`report_from_model`) holds the per-op values inside the
-    delegates (:mod:`etlens.build.inside`).
+    delegates (:mod:`etlens.build.inside`). ``failures``: optional stages of the build that failed
+    (``{stage: one line}``), shown first among the page's notes and in :attr:`ReportResult.failures`
+    with the analyses that failed here (the numeric gap).
     """
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     os.makedirs(out_dir, exist_ok=True)
@@ -100,6 +107,10 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
         from .inside_section import attach
 
         attach(data, inside)
+    for stage, why in (failures or {}).items():  # optional stages of the build that failed
+        data.failures.setdefault(stage, why)
+    for stage, why in data.failures.items():
+        data.notes.insert(0, f"{stage} failed (the rest of the report is complete): {why}")
     if on_stage is not None:
         on_stage("render")
     files = dict(extra_files or {})
@@ -112,100 +123,100 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
     return ReportResult(path=output, files=files, total_latency_ms=data.total_latency_ms,
                         worst_gap=data.worst_gap[0] if data.worst_gap else None, gap_metric=data.gap_metric,
                         gap_higher_is_better=data.gap_higher_is_better, data=data,
-                        delegated_share=data.delegated_time_share)
+                        delegated_share=data.delegated_time_share, failures=dict(data.failures))
 
 
 def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: str = "model",
                       backend: str = "xnnpack", quantize: bool = False, runs: int = 5, trace: bool = True,
                       metric: str = "MSE", gap_threshold: float | None = None, progress: bool | None = None,
                       debug_buffer_size: int | None = None, verbose: bool = False,
-                      inside_delegates: bool = True, title: str | None = None, worker: Any = None) -> ReportResult:
+                      inside_delegates: bool = True, title: str | None = None) -> ReportResult:
     """Export, lower, run, trace and report on ``model`` (needs the ``executorch`` extra).
 
     ``name`` names the model in the subtitle and the artifact files; ``title`` is the page title
-    (default ``etlens report: <name>``).
+    (default ``etlens report: <name>``). The build is a
+    :class:`~etlens.build.session.BuildSession` (export, quantize, lower once; with ``trace`` the
+    pass tracer records while that one lowering goes, in the session's worker child); see
+    :func:`report_from_session` for the stages. The user's code runs here (its errors:
+    :class:`~etlens.build.loader.ModelError` naming the stage and the user's frame); lowering and
+    the runtime run in a child process (a native abort becomes an :class:`~etlens.errors.EtlensError`).
+    """
+    from ..build.session import BuildSession
+
+    session = BuildSession(model, example_inputs, name=name, backend=backend, quantize=quantize, trace=trace,
+                           verbose=verbose)
+    return report_from_session(session, output, runs=runs, metric=metric, gap_threshold=gap_threshold,
+                               progress=progress, debug_buffer_size=debug_buffer_size,
+                               inside_delegates=inside_delegates, title=title)
+
+
+def report_from_session(session: Any, output: str, *, runs: int = 5, metric: str = "MSE",
+                        gap_threshold: float | None = None, progress: bool | None = None,
+                        debug_buffer_size: int | None = None, inside_delegates: bool = True,
+                        title: str | None = None) -> ReportResult:
+    """Build ``session``'s model, run it ``runs`` times and write the report to ``output``; closes the session.
 
     Stages (one progress bar on a terminal): ``export`` [``quantize``] ``lower`` ``run`` x ``runs``
-    [``inside the delegates``] ``analyze`` ``render``, the steps of one
-    :class:`~etlens.build.session.BuildSession` (export, quantize, lower once; with ``trace`` the
-    pass tracer records while that one lowering goes, in the session's worker child).
-    The user's code runs here (its errors: :class:`~etlens.build.pipeline.ModelError` naming the
-    stage and the user's frame); lowering and the runtime run in a child process (a native abort
-    becomes an :class:`~etlens.errors.EtlensError`).
+    [``inside the delegates``] ``analyze`` ``render``. While the child lowers, this process
+    imports what the analyses need and (``inside_delegates``, default on) the session builds the
+    per-op values inside each delegate on a second child (:mod:`etlens.build.inside`).
     ``debug_buffer_size`` (bytes; ``None``: sized from the program) is the runtime's buffer for
-    intermediate outputs; ``verbose`` shows the children's logs. ``inside_delegates`` (default on):
-    also lower + run an instrumented build and show the per-op values inside each delegate
-    (:mod:`etlens.build.inside`). ``worker``: a child already started for this backend
-    (:func:`etlens.build.session.start_worker`; the CLI starts it before loading the model), used
-    and closed by the report.
+    intermediate outputs. The CLI makes the session with
+    :meth:`~etlens.build.session.BuildSession.load` (its child starts before the model loads).
     """
     from .._progress import StageBar
-    from ..build.session import BuildSession
+    from ..build.inside.race import InsideRace
     from ..build.pipeline import require_executorch
+    from .inside_section import finish
+    from .warm import prewarm
 
     require_executorch("lowering")
+    if not getattr(session.config, "runs", True):  # e.g. Ethos-U: compiled and estimated, nothing to run here
+        from .ethosu_page import report_from_estimates
+
+        result = ReportResult(path=output, files=report_from_estimates(session, output, title=title,
+                                                                       progress=progress))
+        result.session = session  # no run: no latency, no gap, no time share
+        return result
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     stem = os.path.splitext(os.path.basename(output))[0]
     art_dir = os.path.join(out_dir, f"{stem}_artifacts")
-    total = 1 + int(quantize) + 1 + runs + int(inside_delegates) + 2
-    bar = StageBar(total=total, desc="etlens report", enabled=progress)
-    seen: list[str] = []
-
-    warm: list = []  # threads running while the child lowers: the analyses' imports
-    race: list = []  # the inside view, raced on a second child (InsideRace)
-
-    def on_stage(label: str) -> None:
-        if seen:
-            bar.advance()
-        seen.append(label)
-        bar.stage(label if label != "run" else f"run 1/{runs}")
-        if label == "lower" and not warm:  # this process waits for the child from here on
-            from .collect import prewarm
-
-            warm.append(prewarm())
-            if inside_delegates and not session.in_process:  # needs only the export: done while the child lowers
-                from .inside_section import InsideRace
-
-                race.append(InsideRace(session, metric=metric, threshold=gap_threshold, verbose=verbose))
-
-    def on_run(i: int) -> None:
-        bar.advance()
-        if i + 1 < runs:
-            bar.stage(f"run {i + 2}/{runs}")
-
-    files: dict[str, str] = {}
-    session = BuildSession(model, example_inputs, name=name, backend=backend, quantize=quantize, trace=trace,
-                           verbose=verbose, on_stage=on_stage, worker=worker)
-    try:
-        trace_path = os.path.join(art_dir, f"{name}.trace.json")
-        arts = session.build(art_dir, runs=runs, debug_buffer_size=debug_buffer_size, on_run=on_run,
-                             trace_path=trace_path)
-        seen.clear()  # the run stage advanced the bar per run
-        files.update({"program (.pte)": arts.pte, "ETRecord": arts.etrecord, "ETDump": arts.etdump,
-                      "debug buffer": arts.debug_buffer})
-        if trace:
+    name, trace_path = session.name, os.path.join(art_dir, f"{session.name}.trace.json")
+    bar = StageBar(total=1 + int(session.quantize) + 1 + runs + int(inside_delegates) + 2, desc="etlens report",
+                   enabled=progress)
+    session.on_stage = bar.step
+    with session, bar:
+        session.while_lowering(lambda: prewarm(session.prewarm_modules()))
+        race = InsideRace.on(session, metric=metric, threshold=gap_threshold) if inside_delegates else None
+        arts = session.build(art_dir, runs=runs, debug_buffer_size=debug_buffer_size, trace_path=trace_path,
+                             on_run=bar.runs(runs))
+        files = {"program (.pte)": arts.pte, "ETRecord": arts.etrecord, "ETDump": arts.etdump,
+                 "debug buffer": arts.debug_buffer}
+        if session.record_trace:
             files["pass trace (etlens trace JSON)"] = trace_path
-        for thread in warm:
-            thread.join()
         inside = None
-        if inside_delegates:
-            on_stage("inside the delegates")
-            from .inside_section import run_for_report
-
+        if race is not None:
+            bar.step("inside the delegates")
             with span("inside the delegates"):
-                inside = (race.pop().result() if race else
-                          run_for_report(session, metric=metric, threshold=gap_threshold))
-        subtitle = (f"model {name} · backend {backend}{' · int8 (pt2e)' if quantize else ''} · "
+                inside = _optional(session.failures, "inside the delegates",
+                                   lambda: finish(race.result(), metric, gap_threshold))
+        subtitle = (f"model {name} · backend {session.backend}{' · int8 (pt2e)' if session.quantize else ''} · "
                     f"{runs} runs on the ExecuTorch runtime")
         result = report_from_artifacts(arts.etdump, output, etrecord=arts.etrecord, debug_buffer=arts.debug_buffer,
                                        pte=arts.pte, trace=session.trace, title=title or f"etlens report: {name}",
                                        subtitle=subtitle, metric=metric, gap_threshold=gap_threshold,
-                                       extra_files=files, on_stage=on_stage, inside=inside)
+                                       extra_files=files, on_stage=bar.step, inside=inside,
+                                       failures=session.failures)
         result.session = session
-        bar.advance()
-    finally:
-        for r in race:  # the build failed before the inside view was collected
-            r.cancel()
-        session.close()
-        bar.close()
     return result
+
+
+def _optional(failures: dict[str, str], stage: str, fn: Any) -> Any:
+    """``fn()``, or ``None`` with ``failures[stage]`` set to why, in one line (an optional stage never
+    takes the report down; a native abort is already an EtlensError from the worker)."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - reported in the page and on the terminal
+        text = str(exc).strip()
+        failures[stage] = f"{type(exc).__name__}: {text.splitlines()[0][:500] if text else ''}".rstrip(": ")
+        return None

@@ -110,6 +110,8 @@ class ReportData:
     #: delegate-internal time per ATen node (:class:`etlens.analysis.attribution.Attribution`), with a .pte
     attribution: Any = None
     notes: list[str] = field(default_factory=list)
+    #: optional stages that failed, ``{stage: one line}`` (the numeric gap here; the build's from the session)
+    failures: dict[str, str] = field(default_factory=dict)
     inside: Any = None  # InsideResult: per-op values inside delegates (report.inside)
     #: per-method timings (:class:`etlens.analysis.inspector.methods.MethodTiming`) and the headline's method
     methods: list = field(default_factory=list)
@@ -340,6 +342,12 @@ def collect(inputs: ReportInputs) -> ReportData:
                     handle_to_nodes.setdefault(h, []).append(name)
         except EtlensError as exc:
             data.notes.append(f"numerics: {exc}")
+        except Exception as exc:  # noqa: BLE001 - an optional analysis never takes the report down
+            text = str(exc).strip()
+            data.failures["numeric gap"] = f"{type(exc).__name__}: {text.splitlines()[0][:500] if text else ''}"
+            data.gap_df = data.unpaired_df = data.divergence = data.worst_gap = data.reference_graph = None
+            data.gap_overlay.clear()
+            handle_to_nodes.clear()
     elif record is not None:
         data.notes.append("numerics: no debug buffer given, so no intermediate outputs to compare "
                           "(run with debug_buffer_size>0 and pass --debug-buffer)")

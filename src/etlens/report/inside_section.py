@@ -18,7 +18,7 @@ from typing import Any
 
 from .render import Card, Section, table_html
 
-__all__ = ["attach", "adjust_cards", "section", "default_threshold", "run_for_report", "InsideRace"]
+__all__ = ["attach", "adjust_cards", "section", "default_threshold", "finish"]
 
 #: gaps below this (MSE / L1 / max_abs) are float rounding noise, not a divergence
 NOISE_FLOOR = 1e-8
@@ -115,121 +115,14 @@ def section(data: Any) -> Section | None:
     return Section("inside", "Inside the delegates", body, intro)
 
 
-def run_for_report(session: Any, *, metric: str, threshold: float | None, prepared: dict | None = None,
-                   worker: Any = None) -> Any:
-    """Run the analysis for the report on ``session``'s model; ``None`` when the backend delegates nothing.
-
-    ``session`` (a :class:`~etlens.build.session.BuildSession` that already built the production
-    program) lends its export, its quantized module and its worker child: no new export,
-    quantization or child start; ``prepared`` (:func:`etlens.build.inside.engine.prepare`, computed
-    while the session's child lowered) what the analysis needs from the export alone. The threshold
-    defaults to :func:`default_threshold` of the rows (the first divergence then marks where drift
-    starts). ``worker``: another child for the instrumented lower + run (:class:`InsideRace`).
-    """
+def finish(result: Any, metric: str, threshold: float | None) -> Any:
+    """The report's inside view: ``result`` (from the session, or ``None``) with the default threshold
+    (:func:`default_threshold` of its rows) when none was given, so the first divergence marks
+    where the drift starts."""
+    if result is None or threshold is not None:
+        return result
     from ..analysis.comparators import get_comparator
-    from ..build.inside.engine import inside_delegates
+    from ..build.inside.engine import rethreshold
 
-    backend = session.backend
-    if backend in (None, "", "portable", "none"):
-        return None
-    # the report already lowered + ran the production program; one more cycle for the instrumented one
-    result = inside_delegates(session.model, session.inputs, backend=backend, quantize=session.quantize,
-                              metric=metric, threshold=threshold, progress=False, observe=False, session=session,
-                              prepared=prepared, worker=worker)
-    if threshold is None:
-        higher = bool(getattr(get_comparator(metric), "higher_is_better", False))
-        t = default_threshold(result.rows, higher)
-        if t is not None:
-            from ..build.inside.engine import rethreshold
-
-            rethreshold(result, t)
-    return result
-
-
-class InsideRace:
-    """The report's inside-the-delegates analysis, raced on a second child against the production build.
-
-    The instrumented program depends only on the session's export (or quantized module), not on
-    the production lowering. So when the session's child starts lowering (this process only waits
-    from then on), the race starts a second worker child and, in a thread, prepares what the
-    analysis needs from the export (:func:`~etlens.build.inside.engine.prepare`). If that child
-    has finished its ``import torch`` + backend before the production build is done, it lowers and
-    runs the instrumented build there, overlapping the production build (on a big model, most of
-    the inside view's cost disappears from the wall clock). If it has not, it is stopped and
-    :meth:`result` runs the analysis in the session's warm child, exactly as without the race: a
-    report never waits longer for its inside view than with one child (its cost is the second
-    child's CPU, on a core the waiting parent leaves free).
-
-    ``ETLENS_INSIDE_CHILD=0`` (or one CPU, or a backend lowered in this process): no second child;
-    ``=1``: always use the second child (tests). Example (what ``report_from_model`` does)::
-
-        race = InsideRace(session, metric="MSE", threshold=None)   # when the child starts lowering
-        ...                                                        # session.build(...) finishes
-        inside = race.result()                                     # InsideResult or None
-    """
-
-    def __init__(self, session: Any, *, metric: str, threshold: float | None, verbose: bool = False) -> None:
-        import os
-        import threading
-
-        self._session, self._metric, self._threshold = session, metric, threshold
-        self.prepared: dict = {}
-        #: whether the second child ran the analysis (False: the session's child does, in result())
-        self.raced = False
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._built = threading.Event()
-        mode = os.environ.get("ETLENS_INSIDE_CHILD", "auto")
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        self._force = mode == "1"
-        self._worker: Any = None
-        if (mode != "0" and (cpus >= 2 or self._force) and not session.in_process
-                and isinstance(session.backend, str) and session.backend not in ("", "portable", "none")):
-            from ..build.session import start_worker
-
-            self._worker = start_worker(session.backend, verbose=verbose)
-        self._thread = threading.Thread(target=self._run, name="etlens-inside", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        from ..build.inside.engine import prepare
-
-        self.prepared.update(prepare(self._session))
-        w = self._worker
-        if w is None:
-            return
-        while not self._force and not w.ready():
-            if self._built.wait(0.05) and not w.ready():  # the production build won: its warm child does it
-                w.kill()
-                self._worker = None
-                return
-        self.raced = True
-        try:
-            self._value = run_for_report(self._session, metric=self._metric, threshold=self._threshold,
-                                         prepared=self.prepared, worker=w)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
-            self._error = exc
-        finally:
-            w.close()
-
-    def result(self) -> Any:
-        """Call when the production build is done: the analysis (:func:`run_for_report`'s value)."""
-        self._built.set()
-        self._thread.join()
-        if self.raced:
-            if self._error is not None:
-                raise self._error
-            value = self._value
-        else:
-            value = run_for_report(self._session, metric=self._metric, threshold=self._threshold,
-                                   prepared=self.prepared)
-        if value is not None:
-            value.method["child"] = "second child (raced the build)" if self.raced else "the session's child"
-        return value
-
-    def cancel(self) -> None:
-        """The build failed: stop the second child and the thread."""
-        self._built.set()
-        if self._worker is not None:
-            self._worker.kill()
-        self._thread.join()
+    t = default_threshold(result.rows, bool(getattr(get_comparator(metric), "higher_is_better", False)))
+    return rethreshold(result, t) if t is not None else result

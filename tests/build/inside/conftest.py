@@ -23,11 +23,11 @@ CASES = FAULTS + [f"{m}_{v}" for m, v in CORPUS] + ["tap_convnext"]
 
 def _key() -> str:
     h = hashlib.sha256()
-    inside = ROOT / "src" / "etlens" / "report" / "inside"
-    # what _build.py runs (not bisect.py / section.py: the cases use neither)
-    files = [inside / f for f in ("__init__.py", "engine.py", "graph.py", "result.py")] + [
-        ROOT / "src" / "etlens" / "report" / "pipeline.py", ROOT / "src" / "etlens" / "passes" / "quantize.py",
-        *(ROOT / "src" / "etlens" / "passes" / f for f in ("worker.py", "child.py", "describe.py", "session.py")),
+    build = ROOT / "src" / "etlens" / "build"
+    # what _build.py runs (not bisect.py / race.py: the cases use neither)
+    files = [build / "inside" / f for f in ("__init__.py", "engine.py", "graph.py", "result.py")] + [
+        *(build / f for f in ("pipeline.py", "quantize.py", "worker.py", "child.py", "describe.py", "session.py",
+                              "toolchain.py", "lower.py")),
         ROOT / "tests" / "corpus" / "models.py", HERE / "faults.py", HERE / "_build.py"]
     for p in files:
         h.update(p.read_bytes())

@@ -50,7 +50,8 @@ from typing import Any
 
 from ...model.spans import span
 from ...errors import EtlensError
-from ..inputs import args_for, as_args
+from ..inputs import args_for
+from ..toolchain import export
 from .graph import Exposure, capture, instrument, plan, value_of
 from .result import InsideResult
 
@@ -84,15 +85,11 @@ class _Cycles:
     (an :class:`~etlens.errors.EtlensError`), never this process.
     """
 
-    def __init__(self, backend: Any, inputs: tuple, bar: Any, *, quantized: bool, verbose: bool = False,
-                 worker: Any = None) -> None:
-        from ..worker import Worker
-
+    def __init__(self, backend: Any, inputs: tuple, bar: Any, *, quantized: bool, worker: Any) -> None:
         self.backend, self.inputs, self.bar, self.quantized = backend, inputs, bar, quantized
         self.count, self.seconds, self.each = 0, 0.0, []
         self.dir = tempfile.mkdtemp(prefix="etlens-inside-")
-        self.own_worker = worker is None  # a session's worker outlives these cycles
-        self.worker = Worker(verbose=verbose) if worker is None else worker
+        self.worker = worker  # a session's (or the race's second) child: it outlives these cycles
         #: ``id(graph module) -> ExportedProgram`` exported ahead of time (:func:`prepare`)
         self.ready: dict[int, Any] = {}
 
@@ -111,7 +108,7 @@ class _Cycles:
         try:
             try:
                 with span("inside/export"):
-                    ep = self.ready.pop(id(gm), None) or torch.export.export(gm, args_for(gm, self.inputs))
+                    ep = self.ready.pop(id(gm), None) or export(gm, args_for(gm, self.inputs))
             except Exception as exc:  # noqa: BLE001 - export errors come in many types
                 raise EtlensError(f"inside-delegates: torch.export of the {label} failed ({type(exc).__name__}: "
                                   f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
@@ -135,8 +132,6 @@ class _Cycles:
     def close(self) -> None:
         import shutil
 
-        if self.own_worker:
-            self.worker.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -225,7 +220,7 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
                      metric: str = "MSE", threshold: float | None = None, bisect: bool = False,
                      comparators: list | None = None, calibration: list | None = None,
                      progress: bool | None = None, observe: bool = True, session: Any = None,
-                     prepared: dict | None = None, worker: Any = None) -> InsideResult:
+                     prepared: dict | None = None, worker: Any = None, verbose: bool = False) -> InsideResult:
     """Per-op values inside each delegate of ``model`` lowered for ``backend``, against the float model.
 
     Args:
@@ -245,53 +240,62 @@ def inside_delegates(model: Any, inputs: tuple, *, backend: str | Any = "xnnpack
         prepared: :func:`prepare`'s result for ``session`` (computed while the session's child
             lowered): the float reference values and the exported instrumented program are reused.
         worker: the :class:`~etlens.build.worker.Worker` whose child lowers and runs the builds
-            (default: ``session``'s, else one started for this call).
-    """
-    import torch
+            (default: ``session``'s).
+        verbose: show the worker child's log (without ``session``).
 
-    from ..._progress import progress as bar
+    Without ``session`` a :class:`~etlens.build.session.BuildSession` of ``model`` is made for the
+    call (its export, quantization and child), so every build goes through a session.
+    """
     from ...analysis.comparators import get_comparator
-    from ..backends import get_backend
-    from ..pipeline import quantize_pt2e
+    from ..session import BuildSession
 
     if bisect and threshold is None:
         raise EtlensError("--bisect needs --fail-on-gap: the bisect looks for the first value crossing it")
-    cfg = get_backend("portable" if backend in (None, "", "none") else backend)
-    if session is None or session.in_process:  # a session's worker child checks it (no ExecuTorch import here)
-        cfg.check_available()
     primary = get_comparator(metric)
     cmps = [get_comparator(m) for m in METRICS] + [get_comparator(c) for c in (comparators or [])]
     if primary.name not in {c.name for c in cmps}:
         cmps.append(primary)
-    inputs = as_args(inputs)  # nested (x, (h0, c0)) kept: export takes it; instrumented builds take it flat
-    model = model.eval() if hasattr(model, "eval") else model
+    own = session is None
+    if own:  # the one way a model is exported, quantized, lowered and run: a session of its own
+        model = model.eval() if hasattr(model, "eval") else model
+        session = BuildSession(model, inputs, name=type(model).__name__, backend=backend, quantize=quantize,
+                               calibration=calibration, verbose=verbose)
+    try:
+        return _inside(session, cmps, primary, threshold, bisect, progress, observe, prepared or {}, worker)
+    finally:
+        if own:
+            session.close()
 
-    if session is not None:  # the session's one export / quantization
-        inputs = session.inputs
-        float_gm = (prepared or {}).get("float_gm") or session.float_module()
+
+def _inside(session: Any, cmps: list, primary: Any, threshold: float | None, bisect: bool, progress: bool | None,
+            observe: bool, prepared: dict, worker: Any) -> InsideResult:
+    from ..._progress import progress as bar
+
+    cfg, quantize = session.config, session.quantize
+    if session.in_process:  # a session's worker child checks it (no ExecuTorch import here)
+        cfg.check_available()
+    inputs = session.inputs  # nested (x, (h0, c0)) kept: export takes it; instrumented builds take it flat
+    if "float_gm" in prepared:
+        float_gm = prepared["float_gm"]
     else:
         try:
-            float_gm = torch.export.export(model, inputs).module()
+            float_gm = session.float_module()
+        except EtlensError:
+            raise
         except Exception as exc:  # noqa: BLE001 - export errors come in many types
             raise EtlensError(f"inside-delegates: torch.export failed on the model ({type(exc).__name__}: "
                               f"{str(exc).splitlines()[0] if str(exc) else ''}); the model must be exportable") from exc
-    prepared = prepared or {}
     with span("inside/float reference"):
         float_values = prepared["float_values"] if "float_values" in prepared else capture(float_gm, inputs)
     handle_of = {n.name: i + 1 for i, n in enumerate(n for n in float_gm.graph.nodes if n.op == "call_function")}
-    if not quantize:
-        src = float_gm
-    elif session is not None:
-        src = session.quantized_module
-    else:
-        src = quantize_pt2e(model, inputs, backend=cfg, calibration=calibration)
+    src = session.quantized_module if quantize else float_gm
     exposures = prepared["exposures"] if "exposures" in prepared else plan(src, set(handle_of) if quantize else None)
     if not exposures:
         raise EtlensError("inside-delegates: the model has no floating-point op whose value can be exposed")
 
     probes = max(1, len(exposures)).bit_length() + 1 if bisect else 0
     pbar = bar(total=1 + int(observe) + probes, desc="inside delegates", unit="lower+run", enabled=progress)
-    if worker is None and session is not None:
+    if worker is None:
         worker = session.worker
     cycles = _Cycles(cfg, inputs, pbar, quantized=quantize, worker=worker)
     try:
@@ -336,7 +340,6 @@ def prepare(session: Any) -> dict[str, Any]:
     child lowers and runs (this process only waits then) and passes them as ``prepared=``. An
     error here is left for :func:`inside_delegates` to raise (it then computes everything itself).
     """
-    import torch
 
     out: dict[str, Any] = {}
     try:
@@ -349,7 +352,7 @@ def prepare(session: Any) -> dict[str, Any]:
         if exposures:
             out["instrumented"] = instrument(src, exposures)
             gm = out["instrumented"][0]
-            out["exported"] = torch.export.export(gm, args_for(gm, inputs))
+            out["exported"] = export(gm, args_for(gm, inputs))
     except Exception:  # noqa: BLE001 - inside_delegates recomputes and reports
         return {}
     return out
