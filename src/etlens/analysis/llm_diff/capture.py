@@ -125,13 +125,16 @@ def capture_modules(etdump: str, etrecord: str, debug_buffer: str, runs: list[di
 
 
 def _rows(arr: np.ndarray, tokens: int) -> np.ndarray:
-    """One row per fed token when the tensor has a token axis, else the tensor as one row."""
+    """One row per fed token when the tensor has a token axis (``[batch, T, ...]`` or ``[T, dim]``), else one row.
+
+    ``[1, dim]`` is one row even when ``dim`` happens to equal the tokens fed (the last-token head
+    of a program without full logits).
+    """
     shape = arr.shape
-    if tokens > 1 and len(shape) >= 2 and tokens in shape[:2]:
-        axis = 0 if shape[0] == tokens and (len(shape) < 2 or shape[1] != tokens) else 1
-        return np.moveaxis(arr, axis, 0).reshape(tokens, -1)
-    if tokens == 1:
-        return arr.reshape(1, -1)
+    if tokens > 1 and len(shape) >= 3 and shape[1] == tokens:
+        return np.moveaxis(arr, 1, 0).reshape(tokens, -1)
+    if tokens > 1 and len(shape) == 2 and shape[0] == tokens:
+        return arr.reshape(tokens, -1)
     return arr.reshape(1, -1)
 
 

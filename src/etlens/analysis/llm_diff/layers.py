@@ -111,17 +111,20 @@ class LayerTable:
 
 
 def _finite_mean(row: np.ndarray) -> float:
-    r = row[np.isfinite(row)]
-    if r.size != row.size:
-        return math.inf if np.isinf(row).any() else math.nan
-    return float(r.mean()) if r.size else 0.0
+    """Mean over the positions both runs logged (NaN = not logged there); ``inf`` if any is unbounded."""
+    r = row[~np.isnan(row)]
+    if np.isinf(r).any():
+        return math.inf
+    return float(r.mean()) if r.size else math.nan
 
 
 def compare_layers(base: dict[str, Any], new: dict[str, Any], order: Sequence[str], *,
                    ratio: float = DEFAULT_RATIO, abs_floor: float = DEFAULT_ABS_FLOOR,
                    ops: Optional[dict[str, str]] = None) -> LayerTable:
     """Relative error of every module both runs have, in ``order``, and the first divergent layer."""
-    modules = [m for m in order if m in base and m in new]
+    modules = [m for m in order if m in base and m in new
+               and np.asarray(base[m]).reshape(len(base[m]), -1).shape[1:] ==
+               np.asarray(new[m]).reshape(len(new[m]), -1).shape[1:]]  # one value per position in both
     n = min((len(base[m]) for m in modules), default=0)
     errors = np.zeros((len(modules), n))
     for i, m in enumerate(modules):
