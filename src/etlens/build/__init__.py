@@ -5,6 +5,9 @@ what it produced. The way in is :class:`BuildSession` (see docs/build.md):
 
 * :mod:`.session` — :class:`BuildSession`: export, pt2e-quantize, lower (optionally traced) and run
   one model, each step once, native work in one warm worker child;
+* :mod:`.toolchain` — every ``torch.export.export`` / ``to_edge_transform_and_lower`` /
+  ``to_executorch`` call, once; :mod:`.lower` — :func:`~.lower.lower_program`, the one lowering
+  (traced or plain), run by the child's ``lower`` job and by in-process sessions;
 * :mod:`.backends` — :class:`BackendConfig`, :func:`register_backend`, :func:`get_backend`: the
   one source of quantizer, partitioners, passes and compile config of every backend;
 * :mod:`.quantize` — :func:`quantize_pt2e` (prepare / calibrate / convert with a backend's quantizer);
@@ -17,7 +20,8 @@ what it produced. The way in is :class:`BuildSession` (see docs/build.md):
   the runtime's debug-buffer sizing, the partitioner's recorded decisions;
 * :mod:`.pipeline` — one-call helpers (:func:`~.pipeline.lower`, :func:`~.pipeline.build_and_run`)
   for scripts and test fixtures;
-* :mod:`.inside` — the instrumented inside-the-delegates build (:func:`~.inside.inside_delegates`).
+* :mod:`.inside` — the instrumented inside-the-delegates build (:func:`~.inside.inside_delegates`;
+  :class:`~.inside.race.InsideRace`: raced on a second child while the session lowers).
 
 Names are imported lazily so ``import etlens.build`` stays cheap (no torch).
 """

@@ -470,7 +470,10 @@ class BuildSession:
         from .lower import trace_lowering
 
         self.record_trace = True
-        program = self.program
+        try:
+            program = self.program
+        except Exception as exc:  # noqa: BLE001 - a failed export / quantize is a recorded stage of the trace
+            return _failed_before_lowering(self, output, exc, record_times=record_times, quantize_io=quantize_io)
         self._stage("lower")
         with tempfile.TemporaryDirectory(prefix="etlens-trace-") as tmp:
             if self.in_process:
@@ -487,6 +490,19 @@ class BuildSession:
         self.trace = Trace.load(output)
         self.counts["lower"] += 1
         return self.trace
+
+
+def _failed_before_lowering(session: BuildSession, output: str, exc: BaseException, **seed: Any) -> Any:
+    """The trace of a model whose export (or pt2e quantization) failed: the snapshots so far and the
+    failed stage with its traceback (as :func:`etlens.passes.tracer.trace_passes` records it), written
+    to ``output``."""
+    stage = "quantize" if session.quantize and session._quantized is None else "export"
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    t = session._seed(**seed)
+    t.fail(stage, stage, cause, f"stage {stage!r} failed after {t.done}: {type(cause).__name__}: {cause}", None)
+    t.trace.save(output)
+    session.trace = t.trace
+    return t.trace
 
 
 def _first_line(exc: BaseException) -> str:

@@ -19,38 +19,7 @@ from ..model.spans import span
 from ..errors import EtlensError
 from ..schema import DELEGATE_CALL, FRAMEWORK_EVENT_NAMES, METHOD_EXECUTE
 
-__all__ = ["ReportInputs", "ReportData", "collect", "op_types_text", "prewarm"]
-
-#: what :func:`collect` and the page import on first use (pandas alone ~0.6 s)
-_PREWARM = ("pandas", "etlens.analysis.inspector", "etlens.analysis.inspector.methods", "etlens.analysis.numerics",
-            "etlens.analysis.delegation", "etlens.analysis.attribution", "etlens.analysis.llm",
-            "etlens.analysis.comparators", "etlens.analysis.memory", "etlens.analysis.size",
-            "etlens.analysis.allocations", "etlens.readers.etrecord", "etlens.readers.pte", "etlens.readers.etdump",
-            "etlens.views.html", "etlens.views.perfetto", "etlens.views.treemap", "etlens.views.icicle",
-            "etlens.views.memory_timeline", "etlens.views.llm", "etlens.views.allocations", "etlens.views.text",
-            "etlens.report.page", "etlens.report.memory_section", "etlens.report.llm_section",
-            "etlens.report.inside_section")
-
-
-def prewarm() -> Any:
-    """Import what the analyses and the page need, in a background thread; return the thread.
-
-    ``report_from_model`` starts it while the worker child lowers and runs (this process only waits
-    then) and joins it before :func:`collect`. Only imports: no file is read, nothing computed.
-    """
-    import importlib
-    import threading
-
-    def run() -> None:
-        for name in _PREWARM:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001, S112 - the analysis that needs it reports the error
-                continue
-
-    thread = threading.Thread(target=run, name="etlens-prewarm", daemon=True)
-    thread.start()
-    return thread
+__all__ = ["ReportInputs", "ReportData", "collect", "op_types_text"]
 
 
 @dataclass
