@@ -105,12 +105,14 @@ def read_tokens(path: str) -> list[int]:
 
 
 def find_etrecord(pte: str) -> Optional[str]:
-    """The ETRecord next to a ``.pte``: ``<stem>.etrecord``, ``<stem>.etrecord.bin``, or ``etrecord.bin``."""
+    """The ETRecord next to a ``.pte``: ``<stem>.etrecord``, ``<stem>.etrecord.bin``, ``etrecord.bin``, or the
+    directory's only file with "etrecord" in its name."""
     stem, d = os.path.splitext(pte)[0], os.path.dirname(os.path.abspath(pte))
     for cand in (stem + ".etrecord", stem + ".etrecord.bin", stem + "_etrecord.bin", os.path.join(d, "etrecord.bin")):
         if os.path.isfile(cand):
             return cand
-    return None
+    others = [f for f in os.listdir(d) if "etrecord" in f.lower() and os.path.isfile(os.path.join(d, f))]
+    return os.path.join(d, others[0]) if len(others) == 1 else None  # the one ETRecord of the directory
 
 
 def pte_facts(path: str) -> dict[str, Any]:
@@ -297,7 +299,10 @@ def _layer_table(sides: dict[str, Side], runs: dict[str, dict[str, Any]], n: int
                           f"pass --etrecord-{name}): token statistics only")
         if not r.get("debug") or not os.path.exists(r["debug"]):
             return None, f"the {name} build logged no intermediate outputs"
-        cap = capture_modules(r["etdump"], side.etrecord, r["debug"], r["runs"], n)
+        try:
+            cap = capture_modules(r["etdump"], side.etrecord, r["debug"], r["runs"], n)
+        except EtlensError as exc:  # the token statistics stand without the layer table
+            return None, f"no layer table: {exc}"
         acts[name], orders[name] = cap.values, cap.order
         for m, op in cap.ops.items():
             ops.setdefault(m, f"{name}: {op}")
