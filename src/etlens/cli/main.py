@@ -38,6 +38,7 @@ COMMANDS = ["report", "info", "view", "inspect", "gap", "trace", "delegation", "
 COMMANDS += ["collect", "query", "compare"]  # fleet: datasets of many runs (etlens.fleet)
 COMMANDS += ["memory", "size", "diff", "verify"]  # where the bytes go, program diff, bundled programs
 COMMANDS += ["llm_diff"]  # two LLM builds token by token, down to the first divergent layer
+COMMANDS += ["fix"]  # keep-in-float recipe: culprits by introduced error, candidates re-lowered
 
 
 def build_parser() -> argparse.ArgumentParser:

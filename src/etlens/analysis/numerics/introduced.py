@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable
 
 from ...errors import EtlensError
 
-__all__ = ["ClusterError", "introduced_errors", "is_qdq_node", "nsr", "snr_db"]
+__all__ = ["ClusterError", "introduced_errors", "is_qdq_node", "nsr", "snr_db", "float_tensors"]
 
 _QDQ_NS = "quantized_decomposed"
 
@@ -71,13 +71,19 @@ def _tensors(value: Any) -> list[Any]:
     return []
 
 
+def float_tensors(value: Any) -> list[Any]:
+    """Every floating-point tensor in ``value`` (a tensor, or nested lists/tuples of them), in order."""
+    return _tensors(value)
+
+
 def nsr(approx: Any, ref: Any) -> float:
     """Noise-to-signal ratio ``sum((approx - ref)^2) / sum(ref^2)`` over every float tensor in the two values."""
     a, r = _tensors(approx), _tensors(ref)
     if not r or len(a) != len(r):
         return 0.0
-    noise = sum(float(((x.double() - y.double()) ** 2).sum()) for x, y in zip(a, r) if x.shape == y.shape)
-    signal = sum(float((y.double() ** 2).sum()) for y in r)
+    noise = sum(float(((x.detach().double() - y.detach().double()) ** 2).sum())
+                for x, y in zip(a, r) if x.shape == y.shape)
+    signal = sum(float((y.detach().double() ** 2).sum()) for y in r)
     if signal == 0.0:
         return 0.0 if noise == 0.0 else math.inf
     return noise / signal
