@@ -22,7 +22,7 @@ def test_kld_shift_invariant_and_zero_for_identical():
     rng = np.random.default_rng(0)
     a = rng.normal(size=(7, 300)).astype(np.float32)
     assert np.all(kl_divergence(a, a) == 0)
-    assert np.allclose(kl_divergence(a, a + 123.0), 0, atol=1e-9)  # softmax ignores a constant (float32 rounding of +123)
+    assert np.allclose(kl_divergence(a, a + 123.0), 0, atol=1e-9)  # softmax ignores a constant (float32 rounding)
     assert np.all(kl_divergence(a, a + rng.normal(size=a.shape)) > 0)
 
 
