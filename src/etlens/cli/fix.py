@@ -9,7 +9,7 @@ simulates keep-in-float sets in PyTorch, lowers and runs the few worth verifying
 from __future__ import annotations
 
 from ._common import add_command
-from .emit import emit
+from .emit import emit, wants_data
 from .options import EXIT_OK, add_backend, add_model_source, gate_failed, model_spec
 
 __all__ = ["register", "run"]
@@ -64,7 +64,7 @@ def run(args) -> int:
     from ..analysis.fix import fix_model
     from ..build.session import BuildSession
 
-    quiet = args.format != "table" and not args.output
+    quiet = wants_data(args) and not args.output
 
     def progress(msg: str) -> None:
         if not quiet or args.verbose:
