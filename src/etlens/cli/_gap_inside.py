@@ -42,9 +42,29 @@ def run_inside(args) -> int:
     # the session's child imports torch + the backend while the model loads; the builds run there
     with BuildSession.load(spec, backend=args.backend, quantize=args.quantize,
                            verbose=getattr(args, "verbose", False)) as session:
+        if not getattr(session.config, "runs", True):  # Ethos-U: the delegated TOSA graph in the reference model
+            return _ethos_u_inside(args, session)
         res = inside_delegates(session.model, session.inputs, backend=args.backend, quantize=args.quantize,
                                metric=args.metric, threshold=args.threshold, bisect=args.bisect, session=session)
     emit(args, doc=res.to_dict, rows=lambda: res.to_dict()["rows"], text=res.to_text)
     if res.crossing:
         return gate_failed(f"a value inside a delegate crosses --fail-on-gap {args.threshold:g} ({args.metric})")
+    return EXIT_OK
+
+
+def _ethos_u_inside(args, session) -> int:
+    """Per-op int8 values inside each Ethos-U partition: TOSA reference model vs the pt2e and float references
+    (:func:`etlens.analysis.ethosu.tosa_values.tosa_inside_values`); exit 3 when one is flagged."""
+    import tempfile
+
+    from ..analysis.ethosu.tosa_values import tosa_inside_values
+
+    with tempfile.TemporaryDirectory(prefix="etlens-ethosu-") as tmp:
+        arts = session.lower(tmp)
+        res = tosa_inside_values(arts.etrecord, inputs=tuple(session.inputs), float_program=session.exported)
+    emit(args, doc=res.to_dict, rows=lambda: [r.to_json() for r in res.rows], text=res.to_text)
+    first = res.first_flagged
+    if first is not None and args.threshold is not None:
+        return gate_failed(f"{first.node} inside the Ethos-U subgraph is {first.max_abs_lsb} int8 steps from the "
+                           f"pt2e reference (TOSA {first.tosa_tensor})")
     return EXIT_OK
