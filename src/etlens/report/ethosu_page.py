@@ -24,17 +24,9 @@ import html
 import os
 from typing import Any
 
-from .render import Card, ReportPage, Section, iframe_html, render_report, table_html
+from .render import Card, ReportPage, Section, render_report, table_html, viewer_frame
 
 __all__ = ["report_from_estimates", "ethos_u_page"]
-
-
-def _viewer(path: str, title: str, height: int = 620) -> str:
-    with open(path, encoding="utf-8") as f:
-        doc = f.read()
-    name = html.escape(os.path.basename(path))
-    return (iframe_html(doc, title=title, height=height)
-            + f"<p class='muted'>Also written as <a href='{name}'>{name}</a> (opens full-screen).</p>")
 
 
 def _pct(part: float, whole: float) -> str:
@@ -77,20 +69,20 @@ def ethos_u_page(pte: str, etrecord: str, out_dir: str, stem: str, files: dict[s
     p = generate_html(edge, os.path.join(out_dir, f"{stem}.graph-npu-cycles.html"), overlay=overlay,
                       overlay_label="NPU cycles (Vela)", title=f"{edge.name} · NPU cycles")
     files["graph with NPU-cycles overlay"] = p
-    page.sections.append(Section("graph", "Graph", _viewer(p, "graph with NPU-cycles overlay"),
+    page.sections.append(Section("graph", "Graph", viewer_frame(p, "graph with NPU-cycles overlay"),
                                  "The edge program; colour = Vela's estimated NPU cycles of each ATen node "
                                  "(nodes on the CPU have none). Click a node for its details."))
     program = read_pte(pte).graph(prefer=("forward",))
     p = generate_html(program, os.path.join(out_dir, f"{stem}.program.html"),
                       title=f"{os.path.basename(pte)} (lowered program)")
     files["lowered program graph"] = p
-    page.sections.append(Section("program", "Lowered program (.pte)", _viewer(p, "lowered program", 480),
+    page.sections.append(Section("program", "Lowered program (.pte)", viewer_frame(p, "lowered program", 480),
                                  "Kernels on the CPU and the Ethos-U delegate calls (the delegate node lists its "
                                  "command stream, weights, scratch and I/O)."))
     if trace is not None:
         p = generate_multi_pass_html(trace, os.path.join(out_dir, f"{stem}.passes.html"))
         files["pass stepper"] = p
-        page.sections.append(Section("passes", "Compiler passes", _viewer(p, "pass stepper"),
+        page.sections.append(Section("passes", "Compiler passes", viewer_frame(p, "pass stepper"),
                                      "Export, quantization, edge and lowering, stage by stage."))
     npu = sorted((n for n in est.nodes if n.backend is not None and n.npu_cycles), key=lambda n: -(n.npu_cycles or 0))
     rows = [(n.name, n.module_path, n.target, round(n.npu_cycles or 0.0), _pct(n.npu_cycles or 0.0, cycles),

@@ -13,7 +13,7 @@ from typing import Any
 
 from .collect import ReportData
 from .memory_section import memory_sections
-from .render import Card, ReportPage, Section, bar_chart_svg, iframe_html, table_html
+from .render import Card, ReportPage, Section, bar_chart_svg, table_html, viewer_frame
 
 __all__ = ["build_page"]
 
@@ -41,14 +41,6 @@ def _ops(names: list) -> str:
     if len(names) <= 6:
         return ", ".join(names)
     return f"{', '.join(names[:3])}, … {len(names) - 6} more …, {', '.join(names[-3:])}"
-
-
-def _viewer(path: str, title: str, height: int = 620) -> str:
-    with open(path, encoding="utf-8") as f:
-        doc = f.read()
-    name = html.escape(os.path.basename(path))
-    return (iframe_html(doc, title=title, height=height)
-            + f"<p class='muted'>Also written as <a href='{name}'>{name}</a> (opens full-screen).</p>")
 
 
 def _cards(data: ReportData) -> list[Card]:
@@ -189,16 +181,16 @@ def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str])
             p = generate_html(g, os.path.join(out_dir, f"{stem}.graph-latency.html"), overlay=data.latency_overlay,
                               overlay_label="latency (ms)", title=f"{g.name} · latency")
             files["graph with latency overlay"] = p
-            body += "<h3>Latency overlay</h3>" + _viewer(p, "graph with latency overlay")
+            body += "<h3>Latency overlay</h3>" + viewer_frame(p, "graph with latency overlay")
         if data.gap_overlay:
             p = generate_html(g, os.path.join(out_dir, f"{stem}.graph-gap.html"), overlay=data.gap_overlay,
                               overlay_label=f"numeric gap ({data.gap_metric})", title=f"{g.name} · numeric gap")
             files["graph with numeric-gap overlay"] = p
-            body += "<h3>Numeric-gap overlay</h3>" + _viewer(p, "graph with numeric-gap overlay")
+            body += "<h3>Numeric-gap overlay</h3>" + viewer_frame(p, "graph with numeric-gap overlay")
         if not body:
             p = generate_html(g, os.path.join(out_dir, f"{stem}.graph.html"), title=g.name)
             files["graph"] = p
-            body = _viewer(p, "graph")
+            body = viewer_frame(p, "graph")
         page.sections.append(Section("graph", "Graph", body,
                                      f"Stage {g.name}: click a node for its details; colours show the overlay."))
     if inputs.pte:
@@ -206,20 +198,20 @@ def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str])
         p = generate_html(program, os.path.join(out_dir, f"{stem}.program.html"),
                           title=f"{os.path.basename(inputs.pte)} (lowered program)")
         files["lowered program graph"] = p
-        page.sections.append(Section("program", "Lowered program (.pte)", _viewer(p, "lowered program", 520),
+        page.sections.append(Section("program", "Lowered program (.pte)", viewer_frame(p, "lowered program", 520),
                                      "The program as the runtime executes it: kernels and delegate calls, "
                                      "with the operations inside each delegate."))
     if inputs.trace is not None:
         p = generate_multi_pass_html(inputs.trace, os.path.join(out_dir, f"{stem}.passes.html"))
         files["pass stepper"] = p
-        page.sections.append(Section("passes", "Compiler passes", _viewer(p, "pass stepper"),
+        page.sections.append(Section("passes", "Compiler passes", viewer_frame(p, "pass stepper"),
                                      "Step through the compilation pass by pass (buttons, arrow keys or the "
                                      "dropdown); added, removed and rewritten nodes are marked."))
     if data.delegation is not None:
         page.sections.append(_delegation_section(data))
     from .llm_section import llm_section
 
-    page.sections.extend(s for s in [llm_section(data, out_dir, stem, files, _viewer)] if s is not None)
+    page.sections.extend(s for s in [llm_section(data, out_dir, stem, files, viewer_frame)] if s is not None)
     page.sections.append(_latency_section(data))
     if data.attribution is not None:
         page.sections.append(_module_time_section(data))

@@ -12,6 +12,7 @@ so collecting numbers (``collect.py``) and drawing them stay separate.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -19,7 +20,7 @@ from ..model.html_policy import REPORT_CSP
 from ..views.page import esc as _e
 from ..views.page import page as page_shell
 
-__all__ = ["Card", "Section", "ReportPage", "render_report", "table_html", "bar_chart_svg", "iframe_html"]
+__all__ = ["Card", "Section", "ReportPage", "render_report", "table_html", "bar_chart_svg", "iframe_html", "viewer_frame"]
 
 #: the report's Content-Security-Policy (:data:`etlens.model.html_policy.REPORT_CSP`)
 CSP = REPORT_CSP
@@ -165,3 +166,12 @@ def render_report(page: ReportPage) -> str:
         f"<section id='summary'><h2>Summary</h2><div class='cards'>{cards}</div></section>"
         f"{sections}{notes}</main>",
         css=_CSS, csp=REPORT_CSP)
+
+
+def viewer_frame(path: str, title: str, height: int = 620) -> str:
+    """A viewer page written beside the report (``path``) embedded as a frame, with a link to open it alone."""
+    with open(path, encoding="utf-8") as f:
+        doc = f.read()
+    name = _e(os.path.basename(path))
+    return (iframe_html(doc, title=title, height=height)
+            + f"<p class='muted'>Also written as <a href='{name}'>{name}</a> (opens full-screen).</p>")
