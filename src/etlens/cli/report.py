@@ -28,6 +28,8 @@ def register(sub) -> None:
                                    "stem; for artifacts the .pte or .etdp stem; for a dataset its directory name)")
     add_backend(p, help="lowering target for --demo/--model")
     p.add_argument("--quantize", action="store_true", help="pt2e int8-quantize first (--demo/--model)")
+    p.add_argument("--recipe", metavar="FILE",
+                   help="with --quantize: a keep-in-float recipe (`etlens fix --recipe-out`): its modules stay float")
     p.add_argument("--runs", type=int, default=5, help="runtime runs for --demo/--model (default 5)")
     p.add_argument("--debug-buffer-size", type=int, metavar="BYTES",
                    help="runtime buffer for intermediate outputs (--demo/--model; default: sized from the program "
@@ -67,6 +69,8 @@ def run(args) -> int:
                                        metric=args.metric, gap_threshold=args.fail_on_gap, title=title,
                                        method=args.method)
     else:
+        if args.recipe and not args.quantize:
+            raise EtlensError("--recipe goes with --quantize (it keeps modules of the int8 model in float)")
         for flag in ("etrecord", "debug_buffer", "pte", "trace"):
             if getattr(args, flag):
                 raise EtlensError(f"--{flag.replace('_', '-')} goes with --etdump, not with --demo/--model")
@@ -76,6 +80,16 @@ def run(args) -> int:
         # the session starts its child (torch + the backend) while the user's model loads here
         session = BuildSession.load(model_spec(args), backend=args.backend, quantize=args.quantize,
                                     trace=not args.no_trace, verbose=args.verbose)
+        if args.recipe:  # before anything quantizes: the session's quantizer leaves the recipe's modules float
+            from ..build.recipe import Recipe, check_paths, keep_float_quantizer
+
+            try:
+                keep = check_paths(session.model, Recipe.load(args.recipe).keep_float,
+                                   source=f"recipe {args.recipe}")
+            except EtlensError:
+                session.close()
+                raise
+            session.quantizer = keep_float_quantizer(session.config, keep)
         result = report_from_session(session, args.output, title=args.title, runs=args.runs, metric=args.metric,
                                      gap_threshold=args.fail_on_gap, debug_buffer_size=args.debug_buffer_size,
                                      inside_delegates=not args.no_inside_delegates)

@@ -136,7 +136,8 @@ def _module_of(node: Any) -> tuple[str, str]:
 
 
 def _clusters(gm: Any) -> list[list[Any]]:
-    """Compute nodes grouped by direct compute→compute edges (union-find), in graph order."""
+    """Compute nodes grouped by direct compute→compute edges (union-find), in graph order; a group
+    never holds two weighted ops."""
     parent: dict[Any, Any] = {}
 
     def find(n: Any) -> Any:
@@ -146,14 +147,21 @@ def _clusters(gm: Any) -> list[list[Any]]:
         return n
 
     nodes = [n for n in gm.graph.nodes if _is_compute(n)]
+    weighted: set[Any] = set()  # roots whose group holds a weighted op (linear, conv, ...)
     for n in nodes:
         parent[n] = n
+        if _has_weight(n):
+            weighted.add(n)
     for n in nodes:
         for a in n.all_input_nodes:
             if a in parent:
                 ra, rn = find(a), find(n)
-                if ra is not rn:
+                # one weighted op per cluster: float glue between two of them (a residual add, a
+                # layer norm the quantizer leaves in float) must not fuse two layers into one row
+                if ra is not rn and not (ra in weighted and rn in weighted):
                     parent[rn] = ra
+                    if rn in weighted:
+                        weighted.add(ra)
     groups: dict[Any, list[Any]] = {}
     for n in nodes:
         groups.setdefault(find(n), []).append(n)
