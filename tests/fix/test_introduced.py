@@ -79,14 +79,14 @@ def test_rows_are_ranked_and_json_ready():
 def test_keep_float_leaves_module_unquantized():
     from etlens.analysis.numerics.introduced import is_qdq_node
     from etlens.build.quantize import quantize_pt2e
-    from etlens.build.recipe import keep_float_quantizer
+    from etlens.build.recipe import keep_float_quantizer, node_under
 
     model, inputs, _ = make_case("mlp", 0)
     ep = torch.export.export(model, inputs)
     q = quantize_pt2e(model, inputs, "xnnpack", exported=ep, quantizer=keep_float_quantizer("xnnpack", ["layers.1"]))
     linears = {n.name: n for n in q.graph.nodes if n.op == "call_function" and "linear" in str(n.target)}
-    kept = [n for n in linears.values() if "layers.1" in str(list(n.meta.get("nn_module_stack", {}).values())[-1][0])]
-    assert kept, "no linear of layers.1 found"
+    kept = [n for n in linears.values() if node_under(n, ["layers.1"])]
+    assert len(kept) == 1, [n.name for n in kept]  # layers.1 only, not layers.10 ... layers.19
     for n in kept:  # its weight is a float parameter: no dequantize in front of it
         assert not any(is_qdq_node(a) for a in n.args[1:2]), n.name
     others = [n for n in linears.values() if n not in kept]
