@@ -38,6 +38,9 @@ def captured(monkeypatch):
         return real(payload)
 
     monkeypatch.setattr(render, "render_page", spy)
+    from etlens.views.html import api  # the page builders hold their own reference to render_page
+
+    monkeypatch.setattr(api, "render_page", spy)
     return seen
 
 
