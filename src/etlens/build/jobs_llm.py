@@ -18,6 +18,13 @@ intermediate outputs, one ``RunData`` per call). The result: ``mode`` (``kv`` / 
 ``full``), ``runs`` (per call: the positions it added and the number of tokens it was fed),
 wall-clock ``load_ms``, ``call_ms`` per call and ``prefill_ms`` (+ ``prefill_tokens``).
 
+**Free-running greedy decoding** (``generate=N``): after the teacher-forced run, a fresh instance
+(no ETDump, no debug buffer: the one above is sized for its own calls) is fed the prompt the same
+way (one token per call with a KV cache, so its last logits equal the teacher-forced ones) and then
+decodes ``N`` tokens on its own, each step's argmax fed back (``generated`` in the result). A KV
+build's ``get_max_seq_len`` method (``export_llama`` writes it) bounds prompt + ``N``; a no-KV
+build is fed the whole growing sequence per step, bounded by its input's length.
+
 Parent side::
 
     from etlens.build.jobs_llm import llm_run
@@ -176,6 +183,12 @@ def llm_run_job(job: dict[str, Any], proto: Any) -> dict[str, Any]:
         t = time.perf_counter()
         module.forward((torch.tensor([tokens[:max_tokens]], dtype=torch.long), torch.tensor([0], dtype=torch.long)))
         prefill_ms = (time.perf_counter() - t) * 1e3
+    generated = None
+    if job.get("generate"):
+        del module
+        generated = _greedy(_load_for_executorch_from_buffer(program, enable_etdump=False, debug_buffer_size=0),
+                            tokens, int(job["generate"]), kv, max_tokens)
+        clock["generate"] = time.perf_counter()
     torch.save(logits, job["logits"])
     clock["end"] = time.perf_counter()
     stages = list(clock.items())
@@ -183,20 +196,65 @@ def llm_run_job(job: dict[str, Any], proto: Any) -> dict[str, Any]:
     return {"mode": mode, "runs": runs, "load_ms": load_ms, "call_ms": call_ms, "prefill_ms": prefill_ms,
             "prefill_tokens": min(n, max_tokens) if prefill_ms is not None else None,
             "inputs": [list(s) for _, s in specs],
-            "debug_buffer_size": size or None, "child_ms": steps}
+            "debug_buffer_size": size or None, "child_ms": steps, "generated": generated}
+
+
+def _greedy(module: Any, prompt: list[int], steps: int, kv: bool, max_tokens: int) -> list[int]:
+    """``steps`` tokens decoded greedily after ``prompt`` by ``module`` alone (its own argmax fed back)."""
+    import torch
+
+    n = len(prompt)
+    if kv:
+        cap = None
+        if "get_max_seq_len" in module.method_names():
+            cap = int(module.run_method("get_max_seq_len", ())[0])
+        if cap is not None and n + steps > cap:
+            raise ValueError(f"{n} prompt tokens + {steps} generated exceed the KV cache's {cap} positions "
+                             f"(give at most {max(cap - n, 0)} to generate, or a shorter prompt)")
+    elif n + steps - 1 > max_tokens:
+        raise ValueError(f"{n} prompt tokens + {steps} generated exceed the {max_tokens} tokens the program "
+                         "takes per call (no KV cache)")
+    seq, out = list(prompt), []
+
+    def last_logits(res: Any) -> Any:
+        lg = res[0]
+        return lg.reshape(-1, lg.shape[-1])[-1]
+
+    if kv:
+        for i, tok in enumerate(prompt):  # as the teacher-forced run: one token per call
+            lg = last_logits(module.forward((torch.tensor([[tok]], dtype=torch.long),
+                                             torch.tensor([i], dtype=torch.long))))
+        for _ in range(steps):
+            nxt = int(torch.argmax(lg.float()))
+            out.append(nxt)
+            if len(out) == steps:
+                break
+            lg = last_logits(module.forward((torch.tensor([[nxt]], dtype=torch.long),
+                                             torch.tensor([len(seq)], dtype=torch.long))))
+            seq.append(nxt)
+    else:
+        for _ in range(steps):
+            lg = last_logits(module.forward((torch.tensor([seq], dtype=torch.long),)))
+            nxt = int(torch.argmax(lg.float()))
+            out.append(nxt)
+            seq.append(nxt)
+    return out
 
 
 def llm_run(worker: Any, pte: str, tokens: Sequence[int], *, etdump: Optional[str] = None,
             debug: Optional[str] = None, debug_buffer_size: Optional[int] = None,
-            max_seq_len: Optional[int] = None) -> dict[str, Any]:
-    """Parent side: submit ``llm-run`` to ``worker``; the result dict plus ``logits`` (a numpy array)."""
+            max_seq_len: Optional[int] = None, generate: int = 0) -> dict[str, Any]:
+    """Parent side: submit ``llm-run`` to ``worker``; the result dict plus ``logits`` (a numpy array).
+
+    ``generate``: tokens to decode greedily after the prompt (``res["generated"]``; 0: none)."""
     import torch
 
     work = worker.workdir()
     params = {"pte": os.path.abspath(pte), "tokens": [int(t) for t in tokens],
               "logits": os.path.join(work, "logits.pt"),
               "etdump": os.path.abspath(etdump) if etdump else None, "debug": os.path.abspath(debug) if debug else None,
-              "debug_buffer_size": debug_buffer_size, "max_seq_len": max_seq_len}
+              "debug_buffer_size": debug_buffer_size, "max_seq_len": max_seq_len,
+              "generate": int(generate or 0)}
     res = worker.submit(JOB_NAME, params, work=work, facts={"runs": len(tokens)})
     res["logits"] = torch.load(params["logits"], weights_only=True).numpy()
     return res

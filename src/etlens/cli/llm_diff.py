@@ -31,6 +31,10 @@ def register(sub) -> None:
     p.add_argument("--topk", type=int, default=5, help="k of the top-k overlap column (default 5)")
     p.add_argument("--layer-ratio", type=float, default=None, metavar="R",
                    help="a layer departs when the error it adds exceeds R x the other layers' (default 2)")
+    p.add_argument("--generate", type=int, default=0, metavar="N",
+                   help="also let each build decode N tokens greedily after the prompt on its own (its own "
+                   "argmax fed back) and report where the two generated sequences part (default 0: teacher "
+                   "forcing only)")
     p.add_argument("--html", metavar="FILE", help="also write the report page (offline HTML)")
     p.add_argument("--keep", metavar="DIR", help="keep each build's ETDump and debug buffer in DIR")
     add_output(p)
@@ -75,7 +79,7 @@ def run(args) -> int:
     tokens = _tokens(args, vocab)
     verbose = bool(getattr(args, "verbose", False))
     res = llm_diff(base, new, tokens, layers=not args.no_layers, topk=args.topk,
-                   ratio=args.layer_ratio or DEFAULT_RATIO, keep=args.keep,
+                   ratio=args.layer_ratio or DEFAULT_RATIO, keep=args.keep, generate=args.generate,
                    progress=(lambda m: print(f"etlens: {m}", file=console())) if verbose else None)
     from ..views.llm_diff import render_text
 

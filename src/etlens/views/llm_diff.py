@@ -3,11 +3,14 @@
 The page (one file, no script, no request; the shared shell of :mod:`.page`) has:
 
 * the summary cards llama.cpp users know (KLD mean / median / p90 / p99 / max, same top token,
-  perplexities and their ratio), where greedy decoding would part, and the first divergent layer;
+  perplexities and their ratio), the first top-1 mismatch under teacher forcing, where free-running
+  greedy decoding parts (``--generate``), and the first divergent layer;
 * the phases of each build side by side (load, first token, decode tokens/s, prefill);
 * a per-token KL chart (one bar per position, red where the top-1 tokens differ);
 * the layer x position heatmap of relative error (log colour scale; the first divergent module
   marked), from the per-module comparison;
+* the KV caches by position: relative error of the K and V rows each layer wrote, layer x position;
+* with ``--generate``, both builds' free-running greedy continuations, the first differing token marked;
 * the token table.
 
 Takes the result object (:class:`etlens.analysis.llm_diff.compare.LlmDiffResult`), opens no file
@@ -17,6 +20,7 @@ except the one it writes.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Any
 
 from .page import esc, page
@@ -46,10 +50,25 @@ def render_text(res: Any) -> str:
              f"p99 {_f(s['kld_p99'])}  max {_f(s['kld_max'])}",
              f"  same top token {_f(s['same_top_pct'], 5)} %   top-k overlap {_f(s['topk_overlap_mean'])}",
              f"  perplexity base {_f(s['ppl_base'])}  new {_f(s['ppl_new'])}  ratio {_f(s['ppl_ratio'])}",
-             f"  greedy decoding parts at position {_f(s['first_top1_mismatch'])}",
+             f"  first top-1 mismatch (teacher forced) at position {_f(s['first_top1_mismatch'])}",
              f"  first divergent layer: {s.get('first_divergent_layer') or 'none'}"]
     if res.layer_note:
         lines.append(f"  ({res.layer_note})")
+    g = getattr(res, "generation", None)
+    if g:
+        k = g["first_divergence"]
+        where = ("identical" if k is None else
+                 f"part at generated token {k} (sequence position {g['first_divergence_position']})")
+        lines += [f"  free-running greedy, {g['steps']} tokens each: {where}",
+                  f"    base: {' '.join(map(str, g['base']))}", f"    new:  {' '.join(map(str, g['new']))}"]
+    kv = getattr(res, "kv", None)
+    if kv is not None:
+        first = kv.first_nonzero
+        lines += ["", "  KV cache rows (K after RoPE, V), mean rel. error per layer   first above float rounding: "
+                  + (f"layer {first['layer']} {first['cache'].upper()} at position {first['position']}" if first
+                     else "none")]
+        for li, layer in enumerate(kv.layers):
+            lines.append(f"  layers.{layer:<21} K {_f(kv.k_mean[li]):>10}   V {_f(kv.v_mean[li]):>10}")
     t = res.layers
     if t is not None:
         lines += ["", "  module                       mean rel. error   (noise floor "
@@ -101,7 +120,7 @@ def _color(e: float, lo: float, hi: float) -> str:
     return f"rgb({r},{g},{b})"
 
 
-def _heatmap(t: Any) -> str:
+def _heatmap(t: Any, label: str = "relative error per module and position") -> str:
     mods, errs = t.modules, t.errors
     n = errs.shape[1] if errs.size else 0
     cw, ch, left, top = max(6.0, min(14.0, 760 / max(n, 1))), 14, 190, 20
@@ -123,8 +142,44 @@ def _heatmap(t: Any) -> str:
                          "class='mark'/>")
     cells.append(f"<text x='{left}' y='{h - 6}' class='lb'>position 0 .. {n - 1}; colour: relative error, "
                  f"log scale {_f(lo, 2)} .. {_f(hi, 2)}</text>")
-    return (f"<svg viewBox='0 0 {w:.0f} {h:.0f}' class='heat' role='img' aria-label='relative error per module and "
-            f"position'>{''.join(cells)}</svg>")
+    return (f"<svg viewBox='0 0 {w:.0f} {h:.0f}' class='heat' role='img' aria-label='{esc(label)}'>"
+            f"{''.join(cells)}</svg>")
+
+
+def _kv_section(kv: Any) -> str:
+    """The K and V rows of every layer's cache, layer x position, on the heatmap's colour scale."""
+    import numpy as np
+
+    names, rows = [], []
+    for li, layer in enumerate(kv.layers):
+        names += [f"layers.{layer} K", f"layers.{layer} V"]
+        rows += [kv.k[li], kv.v[li]]
+    first = kv.first_nonzero
+    mark = f"layers.{first['layer']} {first['cache'].upper()}" if first else None
+    t = SimpleNamespace(modules=names, errors=np.vstack(rows), first_divergent=mark)
+    where = (f"first above float rounding: <b>{esc(mark)}</b> at position {first['position']}" if first
+             else "no cached row differs above float rounding")
+    return ("<section class='kv'><h2>KV caches by position</h2><p class='note'>Relative error of the key rows "
+            "(after RoPE) and value rows each layer wrote into its cache for every position (the inputs of "
+            f"<code>llama::update_cache</code>, logged as their producers' outputs); {where}.</p>"
+            f"{_heatmap(t, 'relative error of the cached K and V rows per layer and position')}</section>")
+
+
+def _generation_section(g: dict) -> str:
+    """Both builds' greedy continuations, token by token; the first differing token marked."""
+    first = g["first_divergence"]
+    cells = []
+    for name in ("base", "new"):
+        toks = "".join(f"<td class='{'gd' if first is not None and i >= first else ''}'>{t}</td>"
+                       for i, t in enumerate(g[name]))
+        cells.append(f"<tr><th class='l'>{name}</th>{toks}</tr>")
+    head = "".join(f"<th>{g['prompt_tokens'] + i}</th>" for i in range(max(len(g["base"]), len(g["new"]))))
+    where = ("the two builds generate the same tokens" if first is None else
+             f"they part at generated token {first} (sequence position {g['first_divergence_position']})")
+    return (f"<section class='gen'><h2>Free-running greedy decoding</h2><p class='note'>Each build decodes "
+            f"{g['steps']} tokens after the prompt on its own (its own top-1 fed back); {esc(where)}.</p>"
+            f"<div class='scroll'><table><tr><th class='l'>position</th>{head}</tr>{''.join(cells)}</table></div>"
+            "</section>")
 
 
 _CSS = (''
@@ -140,7 +195,8 @@ _CSS = (''
         '.chart,.heat{width:100%;height:auto}.chart rect.s{fill:#60a5fa}.chart rect.d{fill:var(--bad)}'
         '.ax{stroke:var(--muted)}.lb{font-size:11px;fill:var(--muted)}.ml{font-size:11px;fill:var(--fg)}'
         '.ml.fd{fill:var(--bad);font-weight:700}.mark{fill:none;stroke:var(--bad);stroke-width:1.5}'
-        '.note{color:var(--muted)}.scroll{max-height:420px;overflow:auto}')
+        '.note{color:var(--muted)}.scroll{max-height:420px;overflow:auto}'
+        '.gen td{text-align:center;font-family:monospace}.gen td.gd{background:#fef2f2;color:var(--bad)}')
 
 
 def _card(label: str, value: str, cls: str = "") -> str:
@@ -158,7 +214,10 @@ def render_html(res: Any) -> str:
         _card("same top token", f"{_f(s['same_top_pct'], 4)} %", "ok" if same == 1 else "bad" if same < 0.9 else ""),
         _card("perplexity base / new", f"{_f(s['ppl_base'])} / {_f(s['ppl_new'])}"),
         _card("perplexity ratio", _f(s["ppl_ratio"])),
-        _card("greedy parts at position", _f(s["first_top1_mismatch"])),
+        _card("first top-1 mismatch (teacher forced)", _f(s["first_top1_mismatch"])),
+        *([_card("free-running greedy parts at", _f(res.generation["first_divergence_position"]) if
+                 res.generation["first_divergence"] is not None else "never",
+                 "ok" if res.generation["first_divergence"] is None else "bad")] if res.generation else []),
         _card("first divergent layer", fd or "none", "bad" if fd else "ok")])
     b, n = res.builds["base"], res.builds["new"]
     head = (f"<p>base <code>{esc(b['path'])}</code> vs new <code>{esc(n['path'])}</code>: {s['positions']} positions, "
@@ -180,6 +239,10 @@ def render_html(res: Any) -> str:
                 f"{esc(t.first_nonzero or 'none')}.</p>{_heatmap(t)}</section>")
     else:
         heat = f"<section><h2>Layers</h2><p class='note'>{esc(res.layer_note or 'not compared')}</p></section>"
+    if res.kv is not None:
+        heat += _kv_section(res.kv)
+    if res.generation:
+        heat += _generation_section(res.generation)
     trs = []
     for r in res.positions:
         trs.append(f"<tr class='{'' if r['top1_same'] else 'diff'}'><td>{r['position']}</td><td>{r['token']}</td>"

@@ -17,6 +17,7 @@ Example::
     acts = capture_modules("run.etdp", "model.etrecord", "run.bin", runs, n_positions)
     acts.values["layers.2"].shape      # (n_positions, dim); NaN rows where a position was not logged
     acts.ops["layers.2.attention"]     # the operator standing for the module
+    acts.values["layers.2.attention.wv"]   # the V rows layer 2 wrote into its cache (see .kv)
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from typing import Any, Optional
 import numpy as np
 
 from ...errors import EtlensError
+from .kv import KV_KINDS
 
 __all__ = ["ModuleCapture", "capture_modules", "COMPARED"]
 
 #: module kinds compared (``*`` = layer number), in the order a Llama runs them
 COMPARED = ("tok_embeddings", "layers.*.attention_norm", "layers.*.attention", "layers.*.ffn_norm",
             "layers.*.feed_forward", "layers.*", "norm", "output")
+#: also captured: the rows each layer writes into its KV cache (:mod:`.kv`)
+CAPTURED = COMPARED + KV_KINDS
 _KIND = re.compile(r"layers\.\d+")
 _SKIP = {"OPERATOR_CALL", "Method::execute", "Program::load_method", "Method::init"}
 
@@ -94,7 +98,7 @@ def capture_modules(etdump: str, etrecord: str, debug_buffer: str, runs: list[di
                 continue
             nodes = list(e.module_hierarchy.values())
             for path in _paths(nodes[-1]) if nodes else []:
-                if _kind(path) in COMPARED:
+                if _kind(path) in CAPTURED:
                     last[path] = (bi, i, e.name)
                     first_seen.setdefault(path, (bi, i))
     if not last:

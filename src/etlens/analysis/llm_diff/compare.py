@@ -11,7 +11,11 @@ params.json (ExecuTorch's Llama definition run in PyTorch, :mod:`.eager`). Then:
 3. with an ETRecord for each ``.pte`` side (given, or ``etrecord.bin`` / ``<stem>.etrecord`` next
    to it), the intermediate outputs of each run mapped to module paths (:mod:`.capture`) and
    compared module x position, with the first divergent layer (:mod:`.layers`);
-4. phases per build: load, time to first token, decode tokens/s (the child's clocks, and the
+4. the KV caches by position: the K and V rows each layer wrote for every token (:mod:`.kv`);
+5. with ``generate=N``, free-running greedy decoding: each side decodes ``N`` tokens after the
+   prompt on its own (its own argmax fed back; ``.pte`` sides in the child, a float source in
+   PyTorch), and where the two generated sequences first differ;
+6. phases per build: load, time to first token, decode tokens/s (the child's clocks, and the
    ETDump's ``Method::execute`` spans when there is a dump).
 
 Example::
@@ -35,6 +39,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from ...errors import EtlensError
+from .kv import KvTable, compare_kv, kv_of
 from .layers import DEFAULT_ABS_FLOOR, DEFAULT_RATIO, LayerTable, compare_layers
 from .metrics import DEFAULT_TOPK, position_stats, summarize
 
@@ -67,6 +72,8 @@ class LlmDiffResult:
     builds: dict[str, dict[str, Any]] = field(default_factory=dict)
     layers: Optional[LayerTable] = None
     layer_note: Optional[str] = None
+    kv: Optional[KvTable] = None
+    generation: Optional[dict[str, Any]] = None
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -81,7 +88,8 @@ class LlmDiffResult:
 
         return clean({"summary": self.summary, "positions": self.positions, "builds": self.builds,
                       "layers": self.layers.to_json() if self.layers is not None else None,
-                      "layer_note": self.layer_note, "tokens": self.tokens, "seconds": round(self.seconds, 3)})
+                      "layer_note": self.layer_note, "kv_cache": self.kv.to_json() if self.kv is not None else None,
+                      "generation": self.generation, "tokens": self.tokens, "seconds": round(self.seconds, 3)})
 
 
 def read_tokens(path: str) -> list[int]:
@@ -190,14 +198,18 @@ def _phases(res: dict[str, Any], etdump_ms: Optional[list[float]]) -> dict[str, 
 
 def llm_diff(base: Side, new: Side, tokens: Sequence[int], *, layers: bool = True, topk: int = DEFAULT_TOPK,
              ratio: float = DEFAULT_RATIO, abs_floor: float = DEFAULT_ABS_FLOOR, worker: Any = None,
-             progress: Optional[Callable[[str], Any]] = None, keep: Optional[str] = None) -> LlmDiffResult:
+             progress: Optional[Callable[[str], Any]] = None, keep: Optional[str] = None,
+             generate: int = 0) -> LlmDiffResult:
     """Run both sides on ``tokens`` and compare them (see the module docstring).
 
     ``layers=False`` skips the intermediate outputs (token statistics only, faster). ``keep``: a
     directory where each ``.pte`` side's ETDump and debug buffer are kept (else a temporary one).
+    ``generate``: tokens each side decodes greedily on its own after ``tokens`` (0: none).
     """
     t0 = time.perf_counter()
     tokens = [int(t) for t in tokens]
+    if generate < 0:
+        raise EtlensError(f"--generate {generate}: give a number of tokens (0 or more)")
     say = progress or (lambda _msg: None)
     sides = {"base": base, "new": new}
     facts: dict[str, dict[str, Any]] = {}
@@ -242,7 +254,7 @@ def llm_diff(base: Side, new: Side, tokens: Sequence[int], *, layers: bool = Tru
             etdp = os.path.join(out_dir, f"{name}.etdp")
             dbg = os.path.join(out_dir, f"{name}.debug.bin") if want_layers else None
             say(f"running {name} ({os.path.basename(side.path)}, {len(tokens)} tokens)")
-            res = llm_run(worker, side.path, tokens, etdump=etdp, debug=dbg)
+            res = llm_run(worker, side.path, tokens, etdump=etdp, debug=dbg, generate=generate)
             res.update(etdump=etdp, debug=dbg)
             runs[name] = res
     finally:
@@ -255,15 +267,21 @@ def llm_diff(base: Side, new: Side, tokens: Sequence[int], *, layers: bool = Tru
             say(f"running {name} (float source {os.path.basename(side.path)})")
             er = run_eager(side.path, side.params or "", tokens)
             runs[name] = {"logits": er.logits, "mode": "eager", "eager": er}
+            if generate:
+                from .eager import greedy_eager
+
+                runs[name]["generated"] = greedy_eager(side.path, side.params or "", tokens, generate)
     la, lb = runs["base"]["logits"], runs["new"]["logits"]
     if la.shape[-1] != lb.shape[-1]:
         raise EtlensError(f"not comparable: vocabulary {la.shape[-1]} ({base.path}) vs {lb.shape[-1]} ({new.path})")
     rows = position_stats(la, lb, tokens, k=topk)
     summary = summarize(rows)
-    table, note = None, None
+    table, note, kv = None, None, None
     if layers:
         say("comparing layers")
-        table, note = _layer_table(sides, runs, len(tokens), ratio, abs_floor)
+        table, note, kv = _layer_table(sides, runs, len(tokens), ratio, abs_floor)
+    generation = _generation(runs, len(tokens), generate) if generate else None
+    summary["greedy_first_divergence"] = generation["first_divergence"] if generation else None
     summary["first_divergent_layer"] = table.first_divergent if table is not None else None
     summary["first_divergent_layer_index"] = table.first_divergent_layer_index if table is not None else None
     builds = {}
@@ -279,11 +297,23 @@ def llm_diff(base: Side, new: Side, tokens: Sequence[int], *, layers: bool = Tru
     if tmp is not None:
         tmp.cleanup()
     return LlmDiffResult(summary=summary, positions=rows, tokens=tokens, builds=builds, layers=table,
-                         layer_note=note, seconds=time.perf_counter() - t0)
+                         layer_note=note, kv=kv, generation=generation, seconds=time.perf_counter() - t0)
+
+
+def _generation(runs: dict[str, dict[str, Any]], n: int, steps: int) -> dict[str, Any]:
+    """Both sides' greedy continuations and the first step where they differ (``None``: identical)."""
+    a, b = list(runs["base"].get("generated") or []), list(runs["new"].get("generated") or [])
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if first is None and len(a) != len(b):
+        first = min(len(a), len(b))
+    return {"steps": steps, "prompt_tokens": n, "base": a, "new": b, "first_divergence": first,
+            "first_divergence_position": None if first is None else n + first,
+            "same_tokens": sum(x == y for x, y in zip(a, b)),
+            "feeding": "each side decodes on its own: its argmax at each step is its next input"}
 
 
 def _layer_table(sides: dict[str, Side], runs: dict[str, dict[str, Any]], n: int, ratio: float,
-                 abs_floor: float) -> tuple[Optional[LayerTable], Optional[str]]:
+                 abs_floor: float) -> tuple[Optional[LayerTable], Optional[str], Optional[KvTable]]:
     from .capture import capture_modules
 
     acts: dict[str, dict[str, np.ndarray]] = {}
@@ -296,13 +326,13 @@ def _layer_table(sides: dict[str, Side], runs: dict[str, dict[str, Any]], n: int
             continue
         if side.etrecord is None:
             return None, (f"layer attribution needs the {name} build's ETRecord (export_llama --generate_etrecord; "
-                          f"pass --etrecord-{name}): token statistics only")
+                          f"pass --etrecord-{name}): token statistics only"), None
         if not r.get("debug") or not os.path.exists(r["debug"]):
-            return None, f"the {name} build logged no intermediate outputs"
+            return None, f"the {name} build logged no intermediate outputs", None
         try:
             cap = capture_modules(r["etdump"], side.etrecord, r["debug"], r["runs"], n)
         except EtlensError as exc:  # the token statistics stand without the layer table
-            return None, f"no layer table: {exc}"
+            return None, f"no layer table: {exc}", None
         acts[name], orders[name] = cap.values, cap.order
         for m, op in cap.ops.items():
             ops.setdefault(m, f"{name}: {op}")
@@ -310,8 +340,8 @@ def _layer_table(sides: dict[str, Side], runs: dict[str, dict[str, Any]], n: int
     lb = sum(1 for m in orders["new"] if re.fullmatch(r"layers\.\d+", m))
     if la and lb and la != lb:
         raise EtlensError(f"not comparable: {la} layers ({sides['base'].path}) vs {lb} layers ({sides['new'].path})")
-    order = [m for m in orders["base"] if m in acts["new"]]
+    order = [m for m in orders["base"] if m in acts["new"] and kv_of(m) is None]
     if not order:
-        return None, "the two builds share no module path in their intermediate outputs"
+        return None, "the two builds share no module path in their intermediate outputs", None
     table = compare_layers(acts["base"], acts["new"], order, ratio=ratio, abs_floor=abs_floor, ops=ops)
-    return table, None
+    return table, None, compare_kv(acts["base"], acts["new"], abs_floor=abs_floor)

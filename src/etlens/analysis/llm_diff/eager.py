@@ -13,6 +13,10 @@ Example::
     run = run_eager("checkpoint.pth", "params.json", tokens)
     run.logits.shape        # (len(tokens), vocab)
     run.activations["layers.0.attention"].shape   # (len(tokens), dim)
+    greedy_eager("checkpoint.pth", "params.json", tokens, 16)   # 16 tokens decoded greedily after them
+
+The rows each layer writes into its KV cache (RoPE's keys, ``wv``'s values: :mod:`.kv`) are hooked
+too, under their module paths (``activations`` only; ``order`` lists the compared modules).
 
 A quantized build's checkpoint is still the float checkpoint: compare an 8da4w ``.pte`` with this
 to see what quantization did. The state dict is read with ``weights_only=True``.
@@ -29,7 +33,7 @@ import numpy as np
 
 from ...errors import EtlensError, MissingDependencyError
 
-__all__ = ["EagerRun", "run_eager", "module_order", "LAYER_MODULES"]
+__all__ = ["EagerRun", "run_eager", "greedy_eager", "module_order", "LAYER_MODULES"]
 
 #: the sub-modules of a Llama block compared, in the order a block runs them
 LAYER_MODULES = ("attention_norm", "attention", "ffn_norm", "feed_forward")
@@ -80,14 +84,8 @@ def load_params(path: str) -> dict[str, Any]:
     return params
 
 
-def run_eager(checkpoint: Optional[str], params: str | dict, tokens: Sequence[int], *, state: Optional[dict] = None,
-              transform: Any = None) -> EagerRun:
-    """Run the float model of ``checkpoint`` + ``params`` over ``tokens``; logits and module outputs per position.
-
-    ``state``: a state dict to use instead of reading ``checkpoint`` (tests disturb one in memory);
-    ``transform``: called with the loaded model before it runs (e.g. torchao's ``quantize_``, as
-    ``export_llama -qmode`` does at source level).
-    """
+def _load_model(checkpoint: Optional[str], params: str | dict, n: int, state: Optional[dict]) -> tuple[Any, dict, Any]:
+    """ExecuTorch's Llama with the checkpoint's weights, for sequences up to ``n`` tokens: (model, params, args)."""
     try:
         import torch
         from executorch.examples.models.llama.llama_transformer import construct_transformer
@@ -96,7 +94,6 @@ def run_eager(checkpoint: Optional[str], params: str | dict, tokens: Sequence[in
         raise MissingDependencyError(f"the float source needs ExecuTorch's Llama definition ({exc}); "
                                      "pip install 'etlens[executorch]'") from None
     p = dict(load_params(params) if isinstance(params, str) else params)
-    n = len(tokens)
     known = set(ModelArgs.__dataclass_fields__)
     args = ModelArgs(**{k: v for k, v in p.items() if k in known},
                      **{"max_seq_len": max(n, int(p.get("max_seq_len", 0) or 0)),
@@ -118,23 +115,68 @@ def run_eager(checkpoint: Optional[str], params: str | dict, tokens: Sequence[in
         raise EtlensError(f"{checkpoint}: the checkpoint does not fit the params ({what}); give the params.json "
                           "the build was exported with")
     model.eval()
+    return model, p, args
+
+
+def greedy_eager(checkpoint: Optional[str], params: str | dict, prompt: Sequence[int], steps: int, *,
+                 state: Optional[dict] = None, transform: Any = None) -> list[int]:
+    """``steps`` tokens decoded greedily after ``prompt`` by the float model (the whole sequence per step)."""
+    import torch
+
+    model, _, _ = _load_model(checkpoint, params, len(prompt) + steps, state)
     if transform is not None:
         model = transform(model) or model
+    seq = [int(t) for t in prompt]
+    with torch.no_grad():
+        for _ in range(steps):
+            out = _first_tensor(model(torch.tensor([seq], dtype=torch.long)))
+            seq.append(int(torch.argmax(out.reshape(len(seq), -1)[-1])))
+    return seq[len(prompt):]
+
+
+def run_eager(checkpoint: Optional[str], params: str | dict, tokens: Sequence[int], *, state: Optional[dict] = None,
+              transform: Any = None) -> EagerRun:
+    """Run the float model of ``checkpoint`` + ``params`` over ``tokens``; logits and module outputs per position.
+
+    ``state``: a state dict to use instead of reading ``checkpoint`` (tests disturb one in memory);
+    ``transform``: called with the loaded model before it runs (e.g. torchao's ``quantize_``, as
+    ``export_llama -qmode`` does at source level).
+    """
+    import torch
+
+    n = len(tokens)
+    model, p, args = _load_model(checkpoint, params, n, state)
+    if transform is not None:
+        model = transform(model) or model
+    from .kv import kv_path
+
     order = module_order(args.n_layers)
     named = dict(model.named_modules())
     acts: dict[str, Any] = {}
     hooks = []
-    for path in order:
+
+    def keep(path: str, t: Any) -> None:
+        if t is not None:
+            acts[path] = t.detach().float().reshape(n, -1).numpy().copy()
+
+    for path in order + [kv_path(i, "v") for i in range(args.n_layers)]:
         mod = named.get(path)
-        if mod is None:
-            continue
+        if mod is not None:
+            hooks.append(mod.register_forward_hook(lambda _m, _i, out, path=path: keep(path, _first_tensor(out))))
+    # One Rope module is shared by every layer (so it has one name): its keys (second output) go to the
+    # layer whose attention is running.
+    current: list[int] = []
+    for i in range(args.n_layers):
+        att = named.get(f"layers.{i}.attention")
+        if att is not None:
+            hooks.append(att.register_forward_pre_hook(lambda _m, _i, i=i: current.append(i)))
+    ropes = {id(m): m for p_, m in model.named_modules(remove_duplicate=False) if p_.endswith("rope.apply_rotary_emb")}
 
-        def hook(_m: Any, _inp: Any, out: Any, path: str = path) -> None:
-            t = _first_tensor(out)
-            if t is not None:
-                acts[path] = t.detach().float().reshape(n, -1).numpy().copy()
+    def keys(_m: Any, _i: Any, out: Any) -> None:
+        if current and isinstance(out, tuple):
+            keep(kv_path(current[-1], "k"), out[1])
 
-        hooks.append(mod.register_forward_hook(hook))
+    hooks += [mod.register_forward_hook(keys) for mod in ropes.values()]
     try:
         with torch.no_grad():
             out = model(torch.tensor([list(tokens)], dtype=torch.long))

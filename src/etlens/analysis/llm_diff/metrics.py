@@ -15,8 +15,8 @@ computes, in float64 whatever the builds' dtype:
 
 :func:`summarize` adds the numbers llama.cpp users know: KLD mean / median / p90 / p99 / max,
 same-top-token share, each build's perplexity over the sequence and their ratio, and the first
-position where greedy decoding would part (the first top-1 disagreement: up to there both builds,
-fed the same prefix, pick the same token).
+top-1 disagreement (the first position where the two builds, fed the same prefix, would pick
+different tokens; where free-running decoding parts is measured by running it: ``--generate``).
 
 Example::
 
@@ -106,7 +106,7 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
     ``kld_mean/median/p90/p99/max``, ``top1_agreement`` (0..1) and ``same_top_pct`` (the same in
     %), ``topk_overlap_mean``, ``ppl_base`` / ``ppl_new`` (``exp`` of the mean negative
     log-probability of the actual next tokens) and ``ppl_ratio`` (new / base),
-    ``first_top1_mismatch`` (position, or ``None``: where greedy decoding would part).
+    ``first_top1_mismatch`` (position, or ``None``: the first prefix after which the top-1 tokens differ).
     """
     kld = np.array([r["kld"] for r in rows], dtype=np.float64)
     same = np.array([r["top1_same"] for r in rows], dtype=bool)
