@@ -1,9 +1,11 @@
 """Fixtures of the Ethos-U tests: the corpus compiled by the real Arm backend + Vela, cached.
 
-``ethosu_small`` (the CNN for ethos-u55-128 and ethos-u85-256, about a minute) serves the fast
-tests; ``ethosu_corpus`` (every model of tests/ethosu/models.py, both targets, several minutes)
-the ``corpus``-marked ones. Both are built once per content of the builder, the models and
-etlens.build.ethosu into ``$ETLENS_FIXTURE_CACHE`` and reused.
+``ethosu_small`` (the CNN for ethos-u55-128 and ethos-u85-256, about a minute, each compile also
+recording the Arm backend's passes as a trace) serves the fast tests; ``ethosu_corpus`` (the other
+models of tests/ethosu/models.py, ``build_corpus.CORPUS``: both targets, the transformer block on the
+U55 only; several minutes) the ``corpus``-marked ones. Both are built once per content of the
+builder, the models, etlens.build.ethosu and etlens.passes.preprocess into ``$ETLENS_FIXTURE_CACHE``
+and reused.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import pytest
 from tests.conftest import HAS_EXECUTORCH, ROOT, build_once
 
 HERE = Path(__file__).resolve().parent
-SOURCES = (HERE / "models.py", ROOT / "src" / "etlens" / "build" / "ethosu.py")
+SOURCES = (HERE / "models.py", ROOT / "src" / "etlens" / "build" / "ethosu.py",
+           ROOT / "src" / "etlens" / "passes" / "preprocess.py")
 
 
 def _has_vela() -> bool:
@@ -40,11 +43,11 @@ def _load(prefix: str) -> dict[str, SimpleNamespace]:
 
 @pytest.fixture(scope="session")
 def ethosu_small() -> dict[str, SimpleNamespace]:
-    """``{"cnn@ethos-u55-128": ns(pte, etrecord, vela, stdout), "cnn@ethos-u85-256": …}``."""
+    """``{"cnn@ethos-u55-128": ns(pte, etrecord, vela, stdout, trace), "cnn@ethos-u85-256": …}``."""
     return _load("ethosu_small")
 
 
 @pytest.fixture(scope="session")
 def ethosu_corpus() -> dict[str, SimpleNamespace]:
-    """Every corpus model for both targets (keys ``<model>@<target>``)."""
+    """The corpus builds of ``build_corpus.CORPUS`` (keys ``<model>@<target>``; the CNN is in ``ethosu_small``)."""
     return _load("ethosu_corpus")

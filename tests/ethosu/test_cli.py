@@ -22,6 +22,11 @@ def test_memory_json_and_budget_gates(ethosu_small):
     vela = read_sidecar(case.vela).totals()
     assert eu["sram_bytes"] == vela["sram_bytes"] and eu["flash_bytes"] == vela["flash_bytes"]
     assert eu["vela"]["sram_bytes"] == vela["sram_bytes"]
+    # the fast scratch is not in the payload: it comes from Vela's raw output kept in the sidecar (0 in
+    # the U55's Shared_Sram mode), and the payload's scratch is the scratch Vela wrote there
+    sc = read_sidecar(case.vela)
+    assert eu["fast_scratch_bytes"] == 0 and eu["delegates"][0]["fast_scratch_bytes"] == 0
+    assert eu["delegates"][0]["scratch_bytes"] == sc.partitions[0].memory["scratch_bytes"]
     need_sram, need_flash = eu["sram_with_arena_bytes"], eu["flash_with_command_stream_bytes"]
     assert _etlens("memory", case.pte, "--fail-on-sram-bytes", str(need_sram)).returncode == 0
     p = _etlens("memory", case.pte, "--fail-on-sram-bytes", str(need_sram - 1))
@@ -30,7 +35,7 @@ def test_memory_json_and_budget_gates(ethosu_small):
     assert p.returncode == 3 and "flash" in p.stderr
     assert _etlens("memory", case.pte, "--fail-on-flash-bytes", str(need_flash)).returncode == 0
     text = _etlens("memory", case.pte).stdout
-    assert "Ethos-U (ethos-u55-128)" in text and "Vela's summary" in text
+    assert "Ethos-U (ethos-u55-128)" in text and "Vela's summary" in text and "fast scratch 0 B" in text
 
 
 def test_memory_gate_on_a_program_without_ethos_u(committed):

@@ -100,6 +100,10 @@ class BackendConfig:
         lowering_context: ``(pte_path) -> context manager`` entered around the lowering and the emit of
             the program (Ethos-U: records what Vela reports at compile time and writes it beside the
             ``.pte`` as ``<stem>.vela.json``); ``None``: nothing.
+        preprocess_observer: ``(recorder) -> context manager`` that reports the passes the backend
+            runs inside its own ``preprocess`` (Ethos-U: the Arm TOSA pipeline,
+            :func:`etlens.build.ethosu.observe_arm_passes`); the tracer turns them into snapshots
+            (:mod:`etlens.passes.preprocess`). ``None``: not observable.
         runs: ``False`` when programs for this backend cannot run on this machine (an NPU with no
             simulator here): the report builds them and skips the run stages.
         int8_only: the target computes in int8 only (Ethos-U): a build always quantizes (pt2e with
@@ -120,6 +124,7 @@ class BackendConfig:
     prepare_inputs: Callable[[tuple], tuple] | None = None
     to_executorch: bool = False
     lowering_context: Callable[[str], Any] | None = None
+    preprocess_observer: Callable[[Any], Any] | None = None
     runs: bool = True
     int8_only: bool = False
 
@@ -488,6 +493,7 @@ for _target in ("ethos-u55-128", "ethos-u85-256"):
         edge_compile_config=lambda: _ethosu().ethosu_edge_compile_config(),
         partitioner_factory=lambda _t=_target: _ethosu().ethosu_partitioner(_t),
         lowering_context=lambda pte, _t=_target: _ethosu().vela_sidecar(_t, pte),
+        preprocess_observer=lambda rec: _ethosu().observe_arm_passes(rec),
         runs=False,
         int8_only=True,
     ))

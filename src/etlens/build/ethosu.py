@@ -36,7 +36,8 @@ import tempfile
 from typing import Any
 
 __all__ = ["ETHOSU_TARGETS", "ethosu_compile_spec", "ethosu_quantizer", "ethosu_partitioner",
-           "ethosu_edge_compile_config", "VelaCapture", "vela_sidecar", "write_sidecar", "sidecar_path"]
+           "ethosu_edge_compile_config", "VelaCapture", "vela_sidecar", "write_sidecar", "sidecar_path",
+           "observe_arm_passes"]
 
 #: The configurations registered as backends (``--backend NAME``); Vela accepts more.
 ETHOSU_TARGETS = ("ethos-u55-128", "ethos-u85-256")
@@ -108,6 +109,27 @@ def _read_text(pattern: str) -> str:
         return ""
     with open(hits[0], encoding="utf-8", errors="replace") as f:
         return f.read()
+
+
+def _vela_memory(npz: str) -> dict[str, int]:
+    """The scratch sizes Vela wrote into its raw output (``--output-format=raw``: ``out_vela.npz``).
+
+    ``scratch_bytes`` is what the payload's ``scratch_size`` block carries; ``scratch_fast_bytes``
+    (Vela's arena cache, the *fast scratch*: non-zero only in the ``Dedicated_Sram`` memory mode) and
+    the region numbers the Arm backend drops when it packs the payload, so they are kept here.
+    """
+    try:
+        import numpy as np
+
+        with np.load(npz, allow_pickle=False) as data:
+            out = {}
+            for key, name in (("scratch_size", "scratch_bytes"), ("scratch_fast_size", "scratch_fast_bytes"),
+                              ("scratch_region", "scratch_region"), ("scratch_fast_region", "scratch_fast_region")):
+                if key in data.files:
+                    out[name] = int(np.asarray(data[key]).reshape(-1)[0])
+            return out
+    except Exception:  # noqa: BLE001 - an older Vela without these fields: the sidecar just lacks them
+        return {}
 
 
 def _module_path(meta: dict[str, Any]) -> str:
@@ -195,6 +217,7 @@ class VelaCapture:
                     "per_layer_csv": _read_text(os.path.join(tmp, "output", "*_per-layer.csv")),
                     "summary_csv": _read_text(os.path.join(tmp, "output", "*_summary_*.csv")),
                     "compile_flags": [a for a in args if a.startswith("--")],
+                    "memory": _vela_memory(os.path.join(tmp, "output", "out_vela.npz")),
                     "tosa_ops": ops,
                     "tosa": bytes(tosa_flatbuffer) if cap.keep_tosa else None,
                 })
@@ -226,6 +249,61 @@ class VelaCapture:
             "partitions": [{k: v for k, v in p.items() if k != "tosa"} for p in self.partitions],
             "cpu_reasons": dict(self.cpu_reasons),
         }
+
+
+@contextlib.contextmanager
+def observe_arm_passes(recorder: Any):
+    """While active, report every pass the Arm backend runs inside its ``preprocess``.
+
+    The Arm backend lowers each delegated partition to TOSA with its own pass manager
+    (``ArmPassManager.transform_to_backend_pipeline``: some 150 passes — decompositions, q/dq
+    folding, layout annotation, ``ExirToTosaPass``, rescale insertion) inside
+    ``to_edge_transform_and_lower``, where no outside pass list can reach them. The manager runs
+    each of its graph passes through one adapter (``_ExportedProgramGraphPassAdapter.call``) on the
+    partition's ``ExportedProgram``; wrapping that method (and the pipeline entry, to see where a
+    partition starts) observes the real passes on the real program without changing what they do.
+
+    ``recorder`` gets ``partition(program)`` before a partition's pipeline,
+    ``passed(name, program, seconds, modified)`` after each pass (``seconds``: the pass alone) and
+    ``failed(name, program, exc)`` when one raises (the exception then propagates as before). A
+    recorder that raises is ignored: observation never breaks the lowering.
+    (:mod:`etlens.passes.preprocess` turns these into trace snapshots.)
+    """
+    import time
+
+    from executorch.backends.arm._passes import arm_pass_manager as apm
+
+    adapter, manager = apm._ExportedProgramGraphPassAdapter, apm.ArmPassManager
+    original_call, original_pipeline = adapter.call, manager.transform_to_backend_pipeline
+
+    def quiet(fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - bookkeeping must never break the lowering
+            pass
+
+    def pipeline(self: Any, exported_program: Any, graph_module: Any) -> Any:
+        if graph_module is exported_program.graph_module:  # a partition (not a control-flow branch)
+            quiet(recorder.partition, exported_program)
+        return original_pipeline(self, exported_program, graph_module)
+
+    def call(self: Any, exported_program: Any) -> Any:
+        name = apm._graph_pass_name(self.graph_pass)
+        t0 = time.perf_counter()
+        try:
+            result = original_call(self, exported_program)
+        except Exception as exc:
+            quiet(recorder.failed, name, exported_program, exc)
+            raise
+        seconds = time.perf_counter() - t0
+        quiet(recorder.passed, name, result.exported_program, seconds, bool(result.modified))
+        return result
+
+    adapter.call, manager.transform_to_backend_pipeline = call, pipeline
+    try:
+        yield recorder
+    finally:
+        adapter.call, manager.transform_to_backend_pipeline = original_call, original_pipeline
 
 
 @contextlib.contextmanager

@@ -51,7 +51,9 @@ class Snapshot:
         graph: the program after the stage (for a failed pass: the program before it).
         diff: ``{"added", "removed", "rewritten", "replaced": [node names]}`` against the previous
             snapshot, plus optional ``origin`` (``{new node: old node}`` where the names differ) and
-            ``delegated`` (``{delegate node: [absorbed nodes]}``).
+            ``delegated`` (``{delegate node: [absorbed nodes]}``) and ``base`` (the name of the
+            snapshot the diff was taken against when it is not the previous one: ``lower`` after a
+            backend's preprocess passes, :mod:`etlens.passes.preprocess`).
         nodes_delta: ``len(graph) - len(previous graph)``.
         error: ``None`` or ``{"type", "message", "traceback"}`` when the stage raised.
         handle_report: debug-handle bookkeeping (see :mod:`etlens.passes.debug_handles`).
@@ -203,7 +205,9 @@ class Trace:
             start += len(snaps)
         hops: list[LineageHop] = []
         name: str | None = node
-        for i in range(start, -1, -1):
+        index = {s.name: k for k, s in enumerate(snaps)}
+        i = start
+        while i >= 0:
             snap = snaps[i]
             if name is None:
                 break
@@ -213,7 +217,10 @@ class Trace:
             hops.append(LineageHop(snap.name, n.name, n.target, n.debug_handles, n.stack_trace))
             if i == 0:
                 break
-            prev = snaps[i - 1].graph
+            # the snapshot the diff was taken against: the previous one, unless the diff names its
+            # "base" (``lower`` after a backend's preprocess passes: the whole program before them)
+            i = min(index.get(str(snap.diff.get("base")), i - 1), i - 1)
+            prev = snaps[i].graph
             origin = (snap.diff.get("origin") or {}).get(name)
             if origin and origin in prev:
                 name = origin

@@ -10,7 +10,9 @@ and records a :class:`~etlens.model.trace.Snapshot` after each stage:
 4. ``quantize_io`` — :class:`~etlens.passes.quantize_io.QuantizeInputs`/``QuantizeOutputs`` when
    ``quantize_io=True`` (before any backend pass renames the quantize ops);
 5. one ``pass`` snapshot per backend pass, run one at a time on the edge program;
-6. ``lower`` — ``to_edge_transform_and_lower`` with the backend's partitioner; or, for a backend
+6. ``lower`` — ``to_edge_transform_and_lower`` with the backend's partitioner (a backend whose
+   passes run inside its preprocess, Ethos-U, adds a ``partition`` snapshot per delegate and a
+   ``pass`` snapshot per pass it runs there, before ``lower``: :mod:`etlens.passes.preprocess`); or, for a backend
    whose passes rewrite the whole program (``BackendConfig.to_executorch``, e.g. Cortex-M),
    ``to_executorch`` on the transformed edge program (memory-planned, out-variant ops: what the
    ``.pte`` holds; ``pte=path`` writes it).
@@ -98,6 +100,9 @@ class PipelineTracer:
         self.error: PassFailedError | None = None
         self._bar = None
         self._show_progress = show_progress
+        #: when set, the next snapshot's diff is taken against this graph, not the previous one
+        #: (the ``lower`` snapshot after a backend's preprocess passes, :mod:`etlens.passes.preprocess`)
+        self.diff_base: Graph | None = None
 
     @classmethod
     def resume(cls, backend: BackendConfig, trace: Trace, ids: dict[str, int], *,
@@ -134,9 +139,12 @@ class PipelineTracer:
         return self.trace.snapshots[-1].graph if self.trace.snapshots else None
 
     def add(self, name: str, stage: str, graph: Graph, seconds: float, *, error: dict | None = None,
-            sources: dict[str, list[str]] | None = None, modified: bool | None = None) -> Snapshot:
-        """Append a snapshot: diff and handle report against the previous one."""
-        prev = self.last_graph
+            sources: dict[str, list[str]] | None = None, modified: bool | None = None,
+            base: Graph | None = None) -> Snapshot:
+        """Append a snapshot: diff and handle report against the previous one (or ``base``, or
+        :attr:`diff_base`; the diff then names it as ``diff["base"]``)."""
+        base, self.diff_base = base if base is not None else self.diff_base, None
+        prev = base if base is not None else self.last_graph
         snap.delegate_handles(graph)
         if prev is None:
             diff = {"added": [n.name for n in graph], "removed": [], "rewritten": [], "replaced": []}
@@ -144,6 +152,8 @@ class PipelineTracer:
         else:
             diff = snap.diff_json(prev, graph)
             report = check_handles(prev, graph, name, sources)
+            if prev is not self.last_graph:
+                diff["base"] = prev.name
         s = Snapshot(
             name=self._unique(name), stage=stage, index=len(self.trace.snapshots), graph=graph,
             wall_time_s=seconds if self.record_times else 0.0, diff=diff,
@@ -467,7 +477,9 @@ def lowering_stages(t: PipelineTracer, cfg: BackendConfig, ep: Any, *, quantize_
                 return lower_edge(ep, cfg, transform_passes=tp, etrecord=True)
             return lower_edge(ep, cfg, config=config, transform_passes=tp)
 
-        lowered = t.stage("lower", "lower", lower_fn, lambda m, n: prog_graph(m, n, "lower", ids))
+        from .preprocess import observed_stage  # a backend's own passes inside preprocess (Ethos-U)
+
+        lowered = observed_stage(t, cfg, "lower", "lower", lower_fn, lambda m, n: prog_graph(m, n, "lower", ids))
         return lowered if production else None
     if emits and program is not None:
         def et_graph(m: Any, n: str) -> Graph:

@@ -20,8 +20,11 @@ the order the runtime expects them:
 ==================  ===============================================================================
 
 The *fast scratch* (Vela's arena cache in dedicated SRAM, Ethos-U65/U85 ``Dedicated_Sram``
-memory modes) is not in the payload: the runtime is configured with it, so it is only known from
-Vela's own compile summary (see :mod:`etlens.analysis.ethosu`).
+memory modes) is not in the payload: Vela writes its size in its raw output (``scratch_fast_size``
+in ``out_vela.npz``), but the Arm backend packs only ``scratch_size`` and the runtime is configured
+with the fast scratch separately. etlens's Ethos-U build keeps Vela's value in the sidecar
+(:mod:`etlens.readers.vela_sidecar`, ``memory``), and ``etlens memory`` reports it from there
+(:func:`etlens.analysis.ethosu.ethos_u_memory`); from the payload alone it is ``None``.
 
 :func:`decode_ethosu` returns an :class:`EthosUPayload`; nothing here needs Vela, the Arm backend or
 ExecuTorch. Malformed payloads raise :class:`~etlens.errors.FormatError` naming the block and the
@@ -141,7 +144,7 @@ class EthosUPayload:
             "command_stream_bytes": self.command_stream_size,
             "weights_bytes": self.weights_size,
             "scratch_bytes": self.scratch_size,
-            "fast_scratch_bytes": None,  # not stored in the payload (runtime configuration)
+            "fast_scratch_bytes": None,  # not in the payload (Vela's value is in the sidecar, see above)
             "sram_bytes": self.sram_bytes,
             "flash_bytes": self.flash_bytes,
             "flash_with_command_stream_bytes": self.flash_with_command_stream_bytes,

@@ -10,6 +10,8 @@ and ``.etrecord`` (same stem), a JSON document::
                      "summary_csv": "...",             # Vela's <name>_summary_<system config>.csv
                      "stdout": "...",                  # what Vela printed (summary + per-layer table)
                      "compile_flags": ["--accelerator-config=ethos-u55-128", ...],
+                     "memory": {"scratch_bytes": 3216, "scratch_fast_bytes": 0,  # Vela's raw output
+                                "scratch_region": 1, "scratch_fast_region": 1},  # (absent: older sidecars)
                      "tosa_ops": [{"tensor": "tosa_rescale_default_1", "op": "RESCALE",
                                    "node": "tosa_rescale_default_1", "debug_handle": 3,
                                    "module": "c1", "origin": ["convolution", "conv2d"]}, ...],
@@ -122,6 +124,15 @@ class VelaPartition:
     compile_flags: list[str] = field(default_factory=list)
     tosa_ops: list[dict[str, Any]] = field(default_factory=list)
     tosa_file: str | None = None   # absolute path when the file is next to the sidecar
+    #: Vela's scratch sizes from its raw output (``scratch_bytes``, ``scratch_fast_bytes``, regions);
+    #: empty for sidecars written before etlens kept them
+    memory: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def fast_scratch_bytes(self) -> int | None:
+        """Vela's fast scratch (arena cache) for this delegate, ``None`` when the sidecar lacks it."""
+        v = self.memory.get("scratch_fast_bytes")
+        return None if v is None else int(v)
 
 
 @dataclass
@@ -145,6 +156,7 @@ class VelaSidecar:
                 "macs": sum(x.macs for x in s), "npu_ops": total([x.npu_ops for x in s]),
                 "cpu_ops": total([x.cpu_ops for x in s]),
                 "clock_hz": s[0].clock_hz if s else 0.0,
+                "fast_scratch_bytes": total([p.fast_scratch_bytes for p in self.partitions]),
                 "inference_time_s": sum(x.inference_time_s for x in s)}
 
 
@@ -223,6 +235,16 @@ def parse_vela_stdout(text: str) -> dict[str, int]:
     return out
 
 
+def _memory(doc: Any, where: str) -> dict[str, int]:
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                            for v in doc.values()):
+        raise FormatError(f"{where}: expected an object of non-negative integers (scratch_bytes, "
+                          f"scratch_fast_bytes, ...), got {doc!r:.200}; {_HINT}")
+    return {str(k): int(v) for k, v in doc.items()}
+
+
 def parse_sidecar(doc: Any, path: str | None = None) -> VelaSidecar:
     """A :class:`VelaSidecar` from the decoded JSON document (see the module docstring)."""
     where = path or "Vela sidecar"
@@ -252,7 +274,8 @@ def parse_sidecar(doc: Any, path: str | None = None) -> VelaSidecar:
             layers=parse_per_layer_csv(p.get("per_layer_csv") or "", pw + ".per_layer_csv"),
             summary=summary, stdout=str(p.get("stdout") or ""), compile_flags=list(p.get("compile_flags") or []),
             tosa_ops=[o for o in p.get("tosa_ops") or [] if isinstance(o, dict)],
-            tosa_file=os.path.join(base, tosa) if tosa and base else tosa))
+            tosa_file=os.path.join(base, tosa) if tosa and base else tosa,
+            memory=_memory(p.get("memory"), pw + ".memory")))
     return out
 
 

@@ -54,7 +54,8 @@ def ethos_u_page(pte: str, etrecord: str, out_dir: str, stem: str, files: dict[s
              f"{1e6 * cycles / clock:.1f} us at {clock / 1e6:.0f} MHz" if clock else "", "info"),
         Card("SRAM", f"{mem.get('sram_bytes', t['sram_bytes']):,} B",
              f"NPU scratch from the .pte; Vela says {t['sram_bytes']:,} B; + {mem.get('arena_bytes', 0):,} B "
-             "program arena", "info"),
+             "program arena" + (f"; fast scratch {mem['fast_scratch_bytes']:,} B"
+                                if mem.get("fast_scratch_bytes") is not None else ""), "info"),
         Card("Flash", f"{mem.get('flash_with_command_stream_bytes', t['flash_bytes']):,} B",
              f"weights {mem.get('flash_bytes', 0):,} B (Vela: {t['flash_bytes']:,} B) + command stream "
              f"{mem.get('command_stream_bytes', 0):,} B", "info"),

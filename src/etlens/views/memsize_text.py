@@ -64,7 +64,9 @@ def format_ethos_u_memory(npu: dict[str, Any]) -> str:
     if vela:
         lines.append(f"  Vela's summary ({vela['partitions']} compile(s)): SRAM {vela['sram_bytes']} B, flash "
                      f"{vela['flash_bytes']} B, {vela['npu_cycles']:.0f} NPU cycles, {vela['npu_ops']} NPU / "
-                     f"{vela['cpu_ops']} CPU operators")
+                     f"{vela['cpu_ops']} CPU operators"
+                     + (f", fast scratch {npu['fast_scratch_bytes']} B" if npu.get("fast_scratch_bytes") is not None
+                        else ""))
     return "\n".join(lines)
 
 

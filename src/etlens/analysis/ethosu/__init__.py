@@ -54,7 +54,11 @@ def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | Non
     ``flash_with_command_stream_bytes``: the command stream stored with them. ``arena_bytes`` is the
     program's own planned memory (the CPU side: method inputs/outputs and CPU operators), and
     ``sram_with_arena_bytes`` the sum when both live in SRAM. With a sidecar (``<stem>.vela.json``
-    next to the file, or ``sidecar``) Vela's summary is attached under ``vela`` for comparison.
+    next to the file, or ``sidecar``) Vela's summary is attached under ``vela`` for comparison, and
+    ``fast_scratch_bytes`` — Vela's arena cache in a dedicated fast SRAM, which the payload does not
+    carry (the runtime is configured with it) — is taken from Vela's raw output recorded there
+    (0 in the ``Shared_Sram`` / ``Sram_Only`` memory modes of the default U55/U85 configurations);
+    without a sidecar it stays ``None``.
     """
     program = getattr(pte, "program", None)
     if program is None:
@@ -84,7 +88,7 @@ def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | Non
         "flash_bytes": sum(d["flash_bytes"] for d in ok),
         "command_stream_bytes": sum(d["command_stream_bytes"] for d in ok),
         "flash_with_command_stream_bytes": sum(d["flash_with_command_stream_bytes"] for d in ok),
-        "fast_scratch_bytes": None,
+        "fast_scratch_bytes": None,  # not in the payload: from the Vela sidecar below, when there is one
         "arena_bytes": arena,
         "sram_with_arena_bytes": sum(d["sram_bytes"] for d in ok) + arena,
     }
@@ -92,7 +96,13 @@ def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | Non
 
     path = sidecar or (find_sidecar(pte.path) if getattr(pte, "path", None) else None)
     if path:
-        totals = read_sidecar(path).totals()
+        sidecar = read_sidecar(path)
+        totals = sidecar.totals()
         out["vela"] = {k: totals[k] for k in ("target", "sram_bytes", "flash_bytes", "npu_cycles", "macs",
-                                              "npu_ops", "cpu_ops", "partitions")}
+                                              "npu_ops", "cpu_ops", "partitions", "fast_scratch_bytes")}
+        fast = [p.fast_scratch_bytes for p in sidecar.partitions]
+        if len(fast) == len(ok) and all(v is not None for v in fast):
+            out["fast_scratch_bytes"] = sum(v or 0 for v in fast)
+            for row, v in zip(ok, fast, strict=True):  # sidecar partitions are the delegates in order
+                row["fast_scratch_bytes"] = v
     return out
