@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
+
+from tests.llm.export_llama import (KV_SDPA_XNNPACK, export_llama, export_then_run, program_loader, save_checkpoint,
+                                    script_main, seeded_state_dict)
 
 #: case -> params.json, extra export flags, prompt length, decode steps. Keep each case small:
 #: the whole corpus builds in ~2-3 minutes on 2 idle cores (export 30-90 s per case, running ~10 s).
@@ -56,19 +58,6 @@ CASES: dict[str, dict] = {
 DEBUG_BUFFER_SIZE = 32 << 20
 
 
-def export(case: str, d: str) -> None:
-    """Run ExecuTorch's export_llama for ``case`` in a child process, in ``d`` (see :func:`export_child`)."""
-    spec = CASES[case]
-    with open(os.path.join(d, "params.json"), "w") as f:
-        json.dump(spec["params"], f)
-    with open(os.path.join(d, "export.log"), "w") as log:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--export", case, d], cwd=d, stdout=log,
-                              stderr=subprocess.STDOUT)
-    if proc.returncode != 0 or not os.path.exists(os.path.join(d, "model.pte")):
-        tail = open(os.path.join(d, "export.log")).read()[-3000:]
-        raise SystemExit(f"export_llama failed for {case} (exit {proc.returncode}):\n{tail}")
-
-
 def export_child(case: str, d: str) -> None:
     """Write a seeded random checkpoint, then run ``export_llama`` on it (same process, as its CLI).
 
@@ -76,43 +65,28 @@ def export_child(case: str, d: str) -> None:
     that have no ``reset_parameters`` (the RMSNorm scales): the program computes NaN. A
     checkpoint of a freshly constructed Transformer (ExecuTorch's own class) is what a user has.
     """
-    import runpy
-
-    import torch
-    from executorch.examples.models.llama.llama_transformer import construct_transformer
-    from executorch.examples.models.llama.model_args import ModelArgs
-
     spec = CASES[case]
-    torch.manual_seed(sum(map(ord, case)))
-    model = construct_transformer(ModelArgs(**spec["params"], max_seq_len=spec["max_seq_len"]))
-    torch.save(model.state_dict(), os.path.join(d, "checkpoint.pth"))
-    n = str(spec["max_seq_len"])
-    sys.argv = ["export_llama", "--params", "params.json", "-c", "checkpoint.pth", "-kv", "--use_sdpa_with_kv_cache",
-                "-X", "--generate_etrecord", "--max_seq_length", n, "--max_context_length", n,
-                "--output_name", "model.pte", "-d", "fp32", *spec["flags"]]
-    runpy.run_module("executorch.examples.models.llama.export_llama", run_name="__main__")
+    save_checkpoint(d, seeded_state_dict(spec["params"], spec["max_seq_len"], sum(map(ord, case))))
+    export_llama(spec["max_seq_len"], [*KV_SDPA_XNNPACK, *spec["flags"]])
 
 
-def run(case: str, d: str) -> list[dict]:
+def run_child(case: str, d: str) -> None:
     """Child-process body: load ``model.pte`` with the real runtime, prefill, decode, metadata, ETDump.
 
     The same session runs twice: with a debug buffer (``model.etdp`` + ``model.debug.bin``: timings
     and intermediate outputs) and without (``model.profile.etdp``: timings only, the dump
     ExecuTorch's own Inspector can read -- it asserts on intermediate outputs that differ between
-    prefill and decode runs).
+    prefill and decode runs). The calls of the first go to ``calls.json``.
     """
-    import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  registers llama::custom_sdpa & co.
-    from executorch.extension.pybindings import portable_lib as pl
-
-    with open(os.path.join(d, "model.pte"), "rb") as f:
-        buf = f.read()  # keep a reference: the runtime reads the program from this buffer, it does not copy it
-    m = pl._load_for_executorch_from_buffer(buf, enable_etdump=True, debug_buffer_size=DEBUG_BUFFER_SIZE)
+    load = program_loader(d)
+    m = load(enable_etdump=True, debug_buffer_size=DEBUG_BUFFER_SIZE)
     calls = _session(m, case)
     m.write_etdump_result_to_file(os.path.join(d, "model.etdp"), os.path.join(d, "model.debug.bin"))
-    m = pl._load_for_executorch_from_buffer(buf, enable_etdump=True)
+    m = load(enable_etdump=True)
     _session(m, case)
     m.write_etdump_result_to_file(os.path.join(d, "model.profile.etdp"))
-    return calls
+    with open(os.path.join(d, "calls.json"), "w") as f:
+        json.dump(calls, f, indent=1)
 
 
 def _session(m, case: str) -> list[dict]:
@@ -157,19 +131,10 @@ def _session(m, case: str) -> list[dict]:
 
 def build(out: str, case: str) -> dict:
     d = os.path.join(out, case)
-    os.makedirs(d, exist_ok=True)
-    t0 = time.time()
-    export(case, d)
-    t1 = time.time()
-    with open(os.path.join(d, "run.log"), "w") as log:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--run", case, d], stdout=log,
-                              stderr=subprocess.STDOUT, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    if proc.returncode != 0:
-        raise SystemExit(f"running {case} failed (exit {proc.returncode}):\n"
-                         + open(os.path.join(d, "run.log")).read()[-3000:])
+    spec = CASES[case]
+    seconds = export_then_run(__file__, case, d, spec["params"])
     with open(os.path.join(d, "calls.json")) as f:
         calls = json.load(f)
-    spec = CASES[case]
     rel = case + "/"
     return {
         "pte": rel + "model.pte", "etrecord": rel + "etrecord.bin", "etdump": rel + "model.etdp",
@@ -178,35 +143,9 @@ def build(out: str, case: str) -> dict:
         "dynamic_shape": "--disable_dynamic_shape" not in spec["flags"],
         "quantization": "8da4w" if "8da4w" in spec["flags"] else None,
         "max_seq_len": spec["max_seq_len"], "prompt_tokens": spec["prompt"], "decode_steps": spec["decode"],
-        "calls": calls, "forward_runs": sum(c["method"] == "forward" for c in calls),
-        "build_seconds": {"export": round(t1 - t0, 1), "run": round(time.time() - t1, 1)},
+        "calls": calls, "forward_runs": sum(c["method"] == "forward" for c in calls), "build_seconds": seconds,
     }
 
 
-def main(argv: list[str]) -> None:
-    if argv and argv[0] == "--export":
-        export_child(argv[1], argv[2])
-        return
-    if argv and argv[0] == "--run":
-        case, d = argv[1], argv[2]
-        calls = run(case, d)
-        with open(os.path.join(d, "calls.json"), "w") as f:
-            json.dump(calls, f, indent=1)
-        return
-    out, cases = argv[0], argv[1:] or list(CASES)
-    unknown = [c for c in cases if c not in CASES]
-    if unknown:
-        raise SystemExit(f"unknown case(s) {unknown}; known: {sorted(CASES)}")
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, "manifest.json")
-    for case in cases:
-        entry = build(out, case)
-        manifest = json.load(open(path)) if os.path.exists(path) else {}
-        manifest[case] = entry
-        with open(path, "w") as f:
-            json.dump(manifest, f, indent=1)
-        print(f"built {case} in {sum(entry['build_seconds'].values()):.0f} s", flush=True)
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    script_main(sys.argv[1:], names=list(CASES), build=build, export_child=export_child, run_child=run_child)

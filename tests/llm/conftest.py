@@ -2,8 +2,8 @@
 
 ``llm_corpus`` is session-scoped: the first test that asks for it runs the generator (ExecuTorch's
 own ``export_llama`` plus the real runtime, ~2-3 minutes on 2 cores) into
-``$ETLENS_FIXTURE_CACHE/llm-<hash of build.py>/`` under a file lock; later sessions reuse it while
-``build.py`` is unchanged. Each case is a ``SimpleNamespace`` with absolute paths (``pte``,
+``$ETLENS_FIXTURE_CACHE/llm-<hash of build.py and export_llama.py>/`` under a file lock; later sessions reuse it
+while they are unchanged. Each case is a ``SimpleNamespace`` with absolute paths (``pte``,
 ``etrecord``, ``etdump``, ``debug_buffer``, ``etdump_profile``, ``dir``) and the manifest entry
 (``calls``, ``params``, ``dynamic_shape``, ``quantization``, ``max_seq_len`` ...).
 """
@@ -20,12 +20,14 @@ from tests.conftest import HAS_EXECUTORCH, build_once
 
 BUILD = Path(__file__).resolve().parent / "build.py"
 PHASES_BUILD = Path(__file__).resolve().parent / "build_phases.py"
+#: what the build scripts share (tests/llm_diff/build.py too): part of each corpus's cache key
+EXPORT_LLAMA = Path(__file__).resolve().parent / "export_llama.py"
 PATH_KEYS = ("pte", "etrecord", "etdump", "debug_buffer", "etdump_profile")
 
 
 def llm_corpus_dir() -> Path:
     """Build (or reuse) the corpus and return its directory (holds ``manifest.json``)."""
-    return build_once("llm", BUILD)
+    return build_once("llm", BUILD, (EXPORT_LLAMA,))
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +48,7 @@ def llm_corpus() -> dict[str, SimpleNamespace]:
 
 def llm_phases_dir() -> Path:
     """Build (or reuse) the phase corpus (``tests/llm/build_phases.py``: timing-only dumps + run logs)."""
-    return build_once("llm-phases", PHASES_BUILD)
+    return build_once("llm-phases", PHASES_BUILD, (EXPORT_LLAMA,))
 
 
 @pytest.fixture(scope="session")

@@ -21,12 +21,13 @@ each on 2 busy cores.
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import subprocess
 import sys
 import time
+
+from tests.llm.export_llama import (export_in_child, export_llama, save_checkpoint, script_main, seeded_state_dict,
+                                    write_params)
 
 PARAMS = {"dim": 64, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 256, "multiple_of": 32,
           "norm_eps": 1e-5, "rope_theta": 10000.0}
@@ -56,12 +57,7 @@ def fault_of(seed: int, n_layers: int = PARAMS["n_layers"]) -> dict:
 
 def base_state_dict():
     """The seeded base checkpoint: a freshly constructed ExecuTorch ``Transformer``'s weights."""
-    import torch
-    from executorch.examples.models.llama.llama_transformer import construct_transformer
-    from executorch.examples.models.llama.model_args import ModelArgs
-
-    torch.manual_seed(BASE_SEED)
-    return construct_transformer(ModelArgs(**PARAMS, max_seq_len=MAX_SEQ_LEN)).state_dict()
+    return seeded_state_dict(PARAMS, MAX_SEQ_LEN, BASE_SEED)
 
 
 def disturbed(state: dict, fault: dict) -> dict:
@@ -74,36 +70,22 @@ def disturbed(state: dict, fault: dict) -> dict:
 
 def export_child(case: str, d: str) -> None:
     """Write the case's checkpoint, then run ``export_llama`` on it in this process (as its CLI does)."""
-    import runpy
-
-    import torch
-
     spec = CASES[case]
     state = base_state_dict()
     if spec["fault"] is not None:
         state = disturbed(state, fault_of(spec["fault"]))
-    torch.save(state, os.path.join(d, "checkpoint.pth"))
-    n = str(MAX_SEQ_LEN)
-    sys.argv = ["export_llama", "--params", "params.json", "-c", "checkpoint.pth", "--generate_etrecord",
-                "--max_seq_length", n, "--max_context_length", n, "--output_name", "model.pte", "-d", "fp32",
-                *spec["flags"]]
-    runpy.run_module("executorch.examples.models.llama.export_llama", run_name="__main__")
+    save_checkpoint(d, state)
+    export_llama(MAX_SEQ_LEN, spec["flags"])
 
 
 def build(out: str, case: str) -> dict:
     d = os.path.join(out, case)
     os.makedirs(d, exist_ok=True)
     spec = CASES[case]
-    with open(os.path.join(d, "params.json"), "w") as f:
-        json.dump(PARAMS, f)
+    write_params(d, PARAMS)
     t0 = time.time()
     if not os.path.exists(os.path.join(d, "model.pte")):
-        with open(os.path.join(d, "export.log"), "w") as log:
-            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--export", case, d], cwd=d,
-                                  stdout=log, stderr=subprocess.STDOUT)
-        if proc.returncode != 0 or not os.path.exists(os.path.join(d, "model.pte")):
-            tail = open(os.path.join(d, "export.log")).read()[-3000:]
-            raise SystemExit(f"export_llama failed for {case} (exit {proc.returncode}):\n{tail}")
+        export_in_child(__file__, case, d)
     rel = case + "/"
     return {"pte": rel + "model.pte", "etrecord": rel + "etrecord.bin", "checkpoint": rel + "checkpoint.pth",
             "params_json": rel + "params.json", "params": PARAMS, "flags": spec["flags"],
@@ -119,25 +101,5 @@ def write_tokens(out: str) -> None:
         f.write(" ".join(str(rng.randrange(1, PARAMS["vocab_size"])) for _ in range(64)) + "\n")
 
 
-def main(argv: list[str]) -> None:
-    if argv and argv[0] == "--export":
-        export_child(argv[1], argv[2])
-        return
-    out, cases = os.path.abspath(argv[0]), argv[1:] or list(CASES)
-    unknown = [c for c in cases if c not in CASES]
-    if unknown:
-        raise SystemExit(f"unknown case(s) {unknown}; known: {sorted(CASES)}")
-    os.makedirs(out, exist_ok=True)
-    write_tokens(out)
-    path = os.path.join(out, "manifest.json")
-    for case in cases:
-        entry = build(out, case)
-        manifest = json.load(open(path)) if os.path.exists(path) else {}
-        manifest[case] = entry
-        with open(path, "w") as f:
-            json.dump(manifest, f, indent=1)
-        print(f"built {case} in {entry['export_seconds']:.0f} s", flush=True)
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    script_main(sys.argv[1:], names=list(CASES), build=build, export_child=export_child, before=write_tokens)
