@@ -7,6 +7,8 @@ where one layer is made hostile to int8, and the module path(s) of that layer. K
   made hostile in one of two ways (seed parity): a weight input column scaled by 300 (per-channel
   weight scales cannot hold it: every output channel's scale is set by that column), or an output
   channel scaled by 300 (the activation's per-tensor range is dominated by one channel);
+* ``mlp_act`` — 6 ``Linear`` + ReLU layers with an activation culprit in ``layers.2`` or ``layers.3``
+  (small enough to lower in the tests);
 * ``cnn`` — 8 conv + ReLU layers, the same two hostilities on a conv;
 * ``bert`` — a tiny ``transformers`` BERT encoder (2 layers, hidden 32, random weights) with one
   attention / feed-forward projection made hostile.
@@ -91,6 +93,11 @@ def make_case(kind: str, seed: int):
             _weight_outlier(L[c - 1].weight, L[c - 1].bias, L[c].weight)
         else:
             _activation_outlier(L[c].weight, L[c].bias, L[c + 1].weight)
+        return model, (torch.randn(16, 32, generator=gen),), [f"layers.{c}"]
+    if kind == "mlp_act":  # small: 6 layers, an activation culprit (for the lowered end-to-end checks)
+        model = MLP(depth=6).eval()
+        c = 2 + seed % 2
+        _activation_outlier(model.layers[c].weight, model.layers[c].bias, model.layers[c + 1].weight)
         return model, (torch.randn(16, 32, generator=gen),), [f"layers.{c}"]
     if kind == "cnn":
         model = CNN().eval()

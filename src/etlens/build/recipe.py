@@ -12,9 +12,19 @@ quantize/dequantize around it and the backend runs it in float.
 
 It works on any pt2e quantizer (XNNPACK, Cortex-M, Ethos-U) the same way: :func:`keep_float_quantizer`
 wraps the backend's quantizer; after the inner ``annotate`` it deletes the annotation of every node
-under a kept module, and drops the specs elsewhere that share a kept node's quantization
-(``SharedQuantizationSpec`` pointing at it). XNNPACK's ``set_module_name(name, None)`` is not
-used: it asserts (DESIGN.md).
+under a kept module (and of the tail of its fused pattern: the ``relu`` after a kept ``linear``
+carries the pattern's output quantization even when it belongs to a shared ``self.act``), and drops
+the specs elsewhere that share a kept node's quantization (``SharedQuantizationSpec`` pointing at it).
+
+The kept module's output stays float up to its consumers: a consumer (the next ``linear``) would
+otherwise quantize it again at its own input, and an activation culprit (one channel near 1000
+crushing the rest under one per-tensor scale) would do the same damage there as at the producer.
+So a consumer of a kept node (directly, or through ops the quantizer leaves in float, such as a
+GELU) loses its input specs: it runs in float, weights included (XNNPACK cannot run a float
+activation against int8 weights; its runtime refuses the graph), and quantizes its output as
+before. Keeping ``layers.2`` in float thus also runs ``layers.3``'s matmul in float; the recipe
+names only ``layers.2``. XNNPACK's ``set_module_name(name, None)`` is not used: it asserts
+(DESIGN.md).
 
 Example::
 
@@ -141,8 +151,9 @@ def _shares_with(spec: Any, kept: set[Any]) -> bool:
 
 
 def unannotate(gm: Any, keep: Iterable[str]) -> int:
-    """Remove the quantization annotations of every node under a ``keep`` module, and the specs that
-    share with those nodes; return how many nodes were left in float."""
+    """Remove the quantization annotations of every node under a ``keep`` module (with its fused
+    tail), the specs that share with those nodes, and the input specs of their consumers (see the
+    module docstring); return how many nodes were left in float."""
     keep = list(keep)
     kept: set[Any] = set()
     for node in gm.graph.nodes:
@@ -151,10 +162,37 @@ def unannotate(gm: Any, keep: Iterable[str]) -> int:
                 kept.add(node)
     if not kept:
         return 0
+    # the tail of a kept node's fused pattern (linear → relu annotated as one: the relu carries the
+    # pattern's output quantization and takes its input unquantized) belongs to the kept node, even
+    # when it comes from another module (a shared ``self.act``)
+    grew = True
+    while grew:
+        grew = False
+        for node in gm.graph.nodes:
+            ann = node.meta.get("quantization_annotation")
+            if (node.op == "call_function" and node not in kept and ann is not None and not ann.input_qspec_map
+                    and any(a in kept for a in node.all_input_nodes)):
+                node.meta.pop("quantization_annotation")
+                kept.add(node)
+                grew = True
+    # what the kept nodes feed through ops the quantizer leaves in float anyway (a GELU, a view on
+    # XNNPACK) is still the kept module's float output
+    region = set(kept)
+    for node in gm.graph.nodes:
+        if (node.op == "call_function" and node not in region and node.meta.get("quantization_annotation") is None
+                and any(a in region for a in node.all_input_nodes)):
+            region.add(node)
     for node in gm.graph.nodes:
         ann = node.meta.get("quantization_annotation")
         if ann is None:
             continue
+        if any(inp in region for inp in ann.input_qspec_map):
+            # a consumer re-quantizing a kept node's output at its own input would bring the error
+            # back (an activation outlier crushed there instead of at the producer): the edge stays
+            # float, and so do the consumer's other inputs (its weights): XNNPACK cannot run a float
+            # activation against int8 weights (the runtime refuses it: unsupported parameter). Its
+            # output quantization stays: what follows it is int8 again.
+            ann.input_qspec_map.clear()
         for inp in list(ann.input_qspec_map):
             if _shares_with(ann.input_qspec_map[inp], kept):
                 del ann.input_qspec_map[inp]
