@@ -27,6 +27,7 @@ def _q8(model):
 
 def test_planted_layer_found_in_every_seed_and_never_later():
     from etlens.analysis.llm_diff.eager import run_eager
+    from etlens.analysis.llm_diff.kv import compare_kv
     from etlens.analysis.llm_diff.layers import compare_layers
     from tests.llm_diff.build import PARAMS, base_state_dict, disturbed, fault_of
 
@@ -45,4 +46,10 @@ def test_planted_layer_found_in_every_seed_and_never_later():
             t = compare_layers(a.activations, b.activations, fp32.order)
             assert t.first_divergent_layer_index is not None and t.first_divergent_layer_index <= f["layer"], (name, f)
             found[name] += t.first_divergent_layer_index == f["layer"]
+        # the KV caches: bit-identical below the faulty layer; in it too unless the fault is in wk / wv
+        # (no fault weight here is), so the first layer whose cached rows differ is the next one
+        kv = compare_kv(fp32.activations, nf.activations)
+        assert kv.layers == [0, 1, 2, 3]
+        assert all(kv.k_mean[i] == 0 and kv.v_mean[i] == 0 for i in range(f["layer"] + 1)), (f, kv.k_mean)
+        assert (kv.first_nonzero or {}).get("layer") == (f["layer"] + 1 if f["layer"] < 3 else None), f
     assert min(found.values()) >= 9, found

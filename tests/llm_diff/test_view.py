@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 
 from etlens.analysis.llm_diff.compare import LlmDiffResult, read_tokens
+from etlens.analysis.llm_diff.kv import compare_kv, kv_path
 from etlens.analysis.llm_diff.layers import compare_layers
 from etlens.analysis.llm_diff.metrics import position_stats, summarize
 from etlens.errors import EtlensError
 from etlens.views.llm_diff import render_html, render_text
 
 
-def _result(n: int = 32) -> LlmDiffResult:
+def _result(n: int = 32, extras: bool = False) -> LlmDiffResult:
     rng = np.random.default_rng(3)
     tokens = rng.integers(0, 50, n).tolist()
     a = rng.normal(size=(n, 50))
@@ -26,13 +27,35 @@ def _result(n: int = 32) -> LlmDiffResult:
     s["first_divergent_layer"] = table.first_divergent
     phases = {"load_ms": 12.0, "first_token_ms": 1.5, "decode_tokens_per_s": 300.0, "source": "etdump"}
     builds = {"base": {"path": "a<b>.pte", "phases": phases}, "new": {"path": "q8.pte", "phases": phases}}
-    return LlmDiffResult(summary=s, positions=rows, tokens=tokens, builds=builds, layers=table)
+    res = LlmDiffResult(summary=s, positions=rows, tokens=tokens, builds=builds, layers=table)
+    if extras:  # KV rows per layer (layer 2's V disturbed from position 5 on) and two greedy continuations
+        kb = {kv_path(i, w): rng.normal(size=(n, 8)) for i in range(3) for w in "kv"}
+        kn = {p: v.copy() for p, v in kb.items()}
+        kn[kv_path(2, "v")][5:] *= 1.5
+        res.kv = compare_kv(kb, kn)
+        res.generation = {"steps": 6, "prompt_tokens": n, "base": [1, 2, 3, 4, 5, 6], "new": [1, 2, 9, 9, 9, 9],
+                          "first_divergence": 2, "first_divergence_position": n + 2, "same_tokens": 2}
+        res.summary["greedy_first_divergence"] = 2
+    return res
 
 
 def test_text_names_the_layer_and_the_summary():
     res = _result()
     text = render_text(res)
     assert "first divergent layer: layers.1.feed_forward" in text and "KLD mean" in text and "decode tok/s" in text
+
+
+def test_kv_and_generation_in_text_json_and_page():
+    res = _result(extras=True)
+    assert res.kv.first_nonzero == {"layer": 2, "cache": "v", "position": 5}
+    assert res.kv.worst["layer"] == 2 and res.kv.worst["cache"] == "v" and res.kv.k_mean == [0, 0, 0]
+    text = render_text(res)
+    assert "part at generated token 2 (sequence position 34)" in text and "layer 2 V at position 5" in text
+    doc = res.to_json()
+    assert doc["kv_cache"]["v"][2][4] == 0 and doc["kv_cache"]["v"][2][5] == pytest.approx(0.5)
+    assert doc["generation"]["first_divergence"] == 2 and doc["summary"]["greedy_first_divergence"] == 2
+    html = render_html(res)
+    assert html.count("<svg") == 3 and "KV caches by position" in html and html.count("class='gd'") == 8
 
 
 def test_json_has_the_contract_fields():
@@ -64,7 +87,7 @@ def test_tokens_file_errors(tmp_path):
 @pytest.mark.browser
 def test_page_draws_in_chromium(browser, tmp_path):
     path = tmp_path / "llm-diff.html"
-    path.write_text(render_html(_result(64)))
+    path.write_text(render_html(_result(64, extras=True)))
     page = browser.new_page(viewport={"width": 1200, "height": 1400})
     errors, requests = [], []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -72,8 +95,11 @@ def test_page_draws_in_chromium(browser, tmp_path):
     page.goto(path.as_uri())
     assert page.locator("svg.chart rect").count() == 64
     assert page.locator("svg.heat rect").count() >= 9 * 64
-    assert page.locator("text.ml.fd").text_content() == "layers.1.feed_forward"
-    box = page.locator("svg.heat").bounding_box()
+    assert page.locator("text.ml.fd").nth(0).text_content() == "layers.1.feed_forward"
+    assert page.locator("section.kv text.ml.fd").text_content() == "layers.2 V"
+    assert page.locator("section.kv svg.heat rect").count() >= 6 * 64
+    assert page.locator("section.gen td.gd").count() == 8
+    box = page.locator("svg.heat").nth(0).bounding_box()
     assert box["width"] > 500 and box["height"] > 100
     page.screenshot(path=str(tmp_path / "llm-diff.png"), full_page=True)
     assert errors == [] and requests == []
