@@ -40,7 +40,8 @@ from .emit import flatten, render_records, render_rows
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_GATE", "EXIT_INTERRUPTED", "EXIT_CODES", "FORMATS",
            "DEFAULT_DEMO", "DEFAULT_BACKEND", "add_output", "add_model_source", "add_backend", "model_spec",
-           "add_gate", "gate_failed", "exit_codes_help", "render_rows", "render_records", "flatten"]
+           "add_gate", "gate_failed", "exit_codes_help", "render_rows", "render_records", "flatten",
+           "add_prompt_len"]
 
 #: the command did what was asked
 EXIT_OK = 0
@@ -152,6 +153,27 @@ def add_backend(p: Any, *, default: str = DEFAULT_BACKEND, help: str = "backend 
     importing ExecuTorch), the same option on every command that lowers a model."""
     p.add_argument("--backend", type=_backend_name, default=default, metavar="NAME",
                    help=f"{help}: a registered backend ({', '.join(_registry_names())}; default {default})")
+
+
+def _prompt_lens(text: str) -> list[int]:
+    """argparse ``type`` of ``--prompt-len``: ``8`` or ``8,1,32`` -> positive token counts, checked at parse time."""
+    from ..analysis.llm_phases import parse_prompt_lens
+    from ..errors import EtlensError
+
+    try:
+        lens = parse_prompt_lens(text)
+    except EtlensError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--prompt-len ")) from None
+    if not lens:
+        raise argparse.ArgumentTypeError(f"{text!r}: give the prompt's token count, or one per session separated "
+                                         "by commas (e.g. 8 or 8,1,32)")
+    return lens
+
+
+def add_prompt_len(p: Any, help: str) -> None:
+    """``--prompt-len N[,N...]``: an LLM's prompt length in tokens, one for every generate session or one per
+    session in order (a list of ints in ``args.prompt_len``; a bad value is a usage error, exit 2)."""
+    p.add_argument("--prompt-len", type=_prompt_lens, metavar="N[,N...]", help=help)
 
 
 def model_spec(args: argparse.Namespace) -> str | None:

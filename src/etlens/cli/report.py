@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .._progress import console
 from ._common import add_command
-from .options import EXIT_ERROR, EXIT_OK, add_backend, add_gate, add_model_source, gate_failed, model_spec
+from .options import (EXIT_ERROR, EXIT_OK, add_backend, add_gate, add_model_source, add_prompt_len, gate_failed,
+                      model_spec)
 
 
 def register(sub) -> None:
@@ -24,6 +25,9 @@ def register(sub) -> None:
     p.add_argument("-o", "--output", default="report.html", help="report path (default report.html)")
     p.add_argument("--method", help="with --etdump: the method of the headline and the operator table (default: "
                                     "the one that did the work, e.g. 'forward' next to an LLM's metadata methods)")
+    add_prompt_len(p, "with --etdump of an LLM: the prompt length in tokens (one value for every generate session, "
+                      "or one per session in order): exact token counts, TTFT and tokens/s in the LLM section of a "
+                      "timing-only dump (as `etlens inspect --llm --prompt-len`)")
     p.add_argument("--title", help="page title (default: 'etlens report: ' + the model's class, demo name or file "
                                    "stem; for artifacts the .pte or .etdp stem; for a dataset its directory name)")
     add_backend(p, help="lowering target for --demo/--model")
@@ -52,6 +56,9 @@ def run(args) -> int:
 
     if args.runs < 1:
         raise EtlensError("--runs must be at least 1")
+    if args.prompt_len and not args.etdump:
+        raise EtlensError("--prompt-len goes with --etdump (the prompt lengths of the LLM sessions in a device's "
+                          "timing-only dump), not with --demo/--model/--dataset")
     if args.dataset:
         return _dashboard(args)
     if args.debug_buffer_size is not None and args.debug_buffer_size < 1:
@@ -67,7 +74,7 @@ def run(args) -> int:
         result = report_from_artifacts(args.etdump, args.output, etrecord=args.etrecord,
                                        debug_buffer=args.debug_buffer, pte=args.pte, trace=trace,
                                        metric=args.metric, gap_threshold=args.fail_on_gap, title=title,
-                                       method=args.method)
+                                       method=args.method, prompt_lens=args.prompt_len)
     else:
         if args.recipe and not args.quantize:
             raise EtlensError("--recipe goes with --quantize (it keeps modules of the int8 model in float)")

@@ -81,11 +81,14 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
                           title: str = "etlens report", subtitle: str = "", metric: str = "MSE",
                           gap_threshold: float | None = None, extra_files: dict[str, str] | None = None,
                           on_stage: Any = None, inside: Any = None, method: str | None = None,
-                          failures: dict[str, str] | None = None) -> ReportResult:
+                          failures: dict[str, str] | None = None,
+                          prompt_lens: list[int] | None = None) -> ReportResult:
     """Write the report for device artifacts to ``output``; side files go next to it.
 
     ``method``: the method whose runs make the headline and the operator table (default: the one
     that did the work, e.g. ``forward`` next to an LLM's metadata methods).
+    ``prompt_lens``: an LLM's prompt length in tokens, one for every generate session or one per session in
+    order; on a timing-only dump it makes the LLM section's token counts, TTFT and tokens/s exact.
 
     ``on_stage(name)`` (optional) is told when ``analyze`` (Inspector, numerics, delegation) and
     ``render`` start. ``inside`` (from :func:`report_from_model`) holds the per-op values inside the
@@ -98,7 +101,7 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
     stem = os.path.splitext(os.path.basename(output))[0]
     inputs = ReportInputs(etdump=etdump, etrecord=etrecord, debug_buffer=debug_buffer, pte=pte, trace=trace,
                           title=title, subtitle=subtitle, metric=metric, gap_threshold=gap_threshold,
-                          method=method)
+                          method=method, prompt_lens=list(prompt_lens) if prompt_lens else None)
     if on_stage is not None:
         on_stage("analyze")
     with span("analyze"):

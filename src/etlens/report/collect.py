@@ -37,6 +37,9 @@ class ReportInputs:
     gap_threshold: float | None = None
     #: the method of the headline and the operator table (None: the one that did the work)
     method: str | None = None
+    #: an LLM's prompt length per generate session (one value: every session), for the LLM section of a
+    #: timing-only dump: exact token counts, TTFT and tokens/s (``etlens report --prompt-len``)
+    prompt_lens: list[int] | None = None
 
 
 @dataclass
@@ -333,7 +336,10 @@ def collect(inputs: ReportInputs) -> ReportData:
     from ..analysis.llm import llm_profile
 
     with span("analyze/llm profile"):
-        data.llm = llm_profile(inspector, data.method, handle_to_nodes)
+        data.llm = llm_profile(inspector, data.method, handle_to_nodes, prompt_lens=inputs.prompt_lens)
+    if data.llm is None and inputs.prompt_lens:
+        data.notes.append(f"LLM: prompt lengths {','.join(map(str, inputs.prompt_lens))} given, but this dump ran no "
+                          "LLM ops (custom SDPA / KV-cache update / SDPA), so there is no prefill/decode section")
     if record is not None and inputs.pte:
         with span("analyze/attribution"):
             _attribute(data, inspector, arts.pte(), handle_to_nodes)

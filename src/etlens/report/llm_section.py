@@ -76,7 +76,8 @@ def llm_section(data: Any, out_dir: str, stem: str, files: dict[str, str],
                  "gives the tokens of the run, input_pos[0] the start position; several tokens (or position 0) = "
                  "prefill, one token later on = decode. Other methods (metadata) are not counted here.")
     else:
-        given = f" (prompt lengths given: {', '.join(map(str, prof.prompt_lens))})" if prof.prompt_lens else ""
+        given = (f" (prompt lengths given: {', '.join(map(str, prof.prompt_lens))}; token counts, TTFT and tokens/s "
+                 "exact)") if prof.prompt_lens else ""
         intro = (f"A timing-only dump (no intermediate outputs): each run of '{html.escape(prof.method)}' is labelled "
                  "from the program's token input (static or dynamic length), the order of the runs, how much harder "
                  "a run's token-shaped kernels worked than the decode runs around it, and the attention time "

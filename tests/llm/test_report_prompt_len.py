@@ -1,0 +1,88 @@
+"""``etlens report --prompt-len``: the report's LLM section of a timing-only dump with exact token counts.
+
+On the phase corpus (``tests/llm/build_phases.py``: export_llama programs run without a debug buffer, with
+the run log of every call), given the run log's prompt lengths the report must show what
+``etlens inspect --llm --prompt-len`` shows: every run's label (``prefill (8 tokens)`` / ``decode``), session
+and token count equal to the run log, and the same per-session TTFT and tokens/s; the page is checked in
+headless Chromium. Bad values are usage errors (exit 2) caught when the command line is parsed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.xdist_group("llm")
+
+
+def _cli(args: list[str], capsys) -> tuple[int, str, str]:
+    from etlens.cli.main import main
+
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _label(call: dict) -> str:
+    if call["phase"] == "prefill":
+        n = call["n_tokens"]
+        return f"prefill ({n} token{'s' if n != 1 else ''})"
+    return call["phase"]
+
+
+def _prompt_lens(case) -> str:
+    return ",".join(str(p) for p, _ in case.sessions)
+
+
+@pytest.mark.parametrize("name", ["static/multi3", "dynamic/multi4"])
+def test_report_llm_section_matches_the_run_log_and_inspect(llm_phases, name, tmp_path, capsys, browser):
+    case = llm_phases[name]
+    truth = [c for c in case.calls if c["method"] == "forward"]
+    out = tmp_path / "r.html"
+    base = ["--etdump", case.etdump, "--etrecord", case.etrecord]
+    code, _, err = _cli(["report", *base, "--prompt-len", _prompt_lens(case), "-o", str(out)], capsys)
+    assert code == 0, err
+    code, text, err = _cli(["inspect", *base, "--llm", "--format", "json", "--prompt-len", _prompt_lens(case)],
+                           capsys)
+    assert code == 0, err
+    inspect = json.loads(text)
+    assert [r["label"] for r in inspect["runs"]] == [_label(c) for c in truth]
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(out.as_uri())
+    sec = page.locator("section#llm")
+    assert f"prompt lengths given: {', '.join(str(p) for p, _ in case.sessions)}" in sec.inner_text()
+    # every run: label, session and token count as the run log has them (the runs table: run, session, phase,
+    # source, input_pos, tokens, ms, ms/token)
+    rows = page.locator("#llm-runs tbody tr").evaluate_all(
+        "trs => trs.map(tr => Array.from(tr.cells, td => td.textContent.trim()))")
+    assert [(r[1], r[2], r[5]) for r in rows] == [(str(c["session"]), _label(c), str(c["n_tokens"])) for c in truth]
+    # per session: prompt tokens as given, the same TTFT and decode tokens/s as inspect's JSON
+    sessions = page.locator("#llm-sessions tbody tr").evaluate_all(
+        "trs => trs.map(tr => Array.from(tr.cells, td => td.textContent.trim()))")
+    assert [s[2] for s in sessions] == [str(p) for p, _ in case.sessions]
+    assert len(sessions) == len(inspect["sessions"])
+    for shown, s in zip(sessions, inspect["sessions"]):
+        assert float(shown[4]) == pytest.approx(s["ttft_ms"], rel=5e-3)
+        assert float(shown[6]) == pytest.approx(s["decode_tokens_per_s"], rel=5e-3)
+    page.close()
+    assert not errors, errors
+
+
+@pytest.mark.parametrize("value, message", [("8,x", "'8,x': give the prompt's token count"),
+                                            ("0", "0: every prompt has at least 1 token"),
+                                            (",", "',': give the prompt's token count")])
+def test_report_prompt_len_bad_values_are_usage_errors(value, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        _cli(["report", "--etdump", str(tmp_path / "none.etdp"), "--prompt-len", value], capsys)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and f"argument --prompt-len: {message}" in err and "Traceback" not in err
+
+
+def test_report_prompt_len_goes_with_etdump(tmp_path, capsys):
+    code, _, err = _cli(["report", "--dataset", str(tmp_path), "--prompt-len", "8", "-o", str(tmp_path / "r.html")],
+                        capsys)
+    assert code == 1 and "--prompt-len goes with --etdump" in err
