@@ -11,7 +11,7 @@ from ...model.transforms import inlined_graph
 from .passes import normalize_snapshots, passes_payload
 from .payload import Strings, graph_payload
 from .payload_types import PAYLOAD_VERSION, OverlayScale, Payload
-from .render import render_page
+from .render import render_page, write_html
 
 __all__ = [
     "generate_html",
@@ -57,17 +57,7 @@ def generate_html(graph_data: Any, path: str | os.PathLike, *, overlay: Mapping[
     ``overlay_label`` and the value is printed on each node. A dict/list of several graphs opens
     the side-by-side compare view instead.
     """
-    return _write(graph_page(graph_data, overlay=overlay, overlay_label=overlay_label, title=title), path)
-
-
-def _write(page: str, path: str | os.PathLike) -> str:
-    path = os.fspath(path)
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(page)
-    except OSError as exc:
-        raise EtlensError(f"{path}: cannot write the HTML file ({exc.strerror or exc})") from exc
-    return path
+    return write_html(graph_page(graph_data, overlay=overlay, overlay_label=overlay_label, title=title), path)
 
 
 def graph_page(graph_data: Any, *, overlay: Mapping[str, Any] | None = None, overlay_label: str | None = None,
@@ -94,7 +84,7 @@ def generate_multi_pass_html(trace: Any, path: str | os.PathLike, *, title: str 
     with :func:`etlens.model.diff.diff_graphs`). Positions stay fixed across passes; added, rewritten
     and removed nodes are marked; a failed pass shows a banner with its traceback.
     """
-    return _write(passes_page(trace, title=title), path)
+    return write_html(passes_page(trace, title=title), path)
 
 
 def passes_page(trace: Any, *, title: str | None = None) -> str:
@@ -154,7 +144,7 @@ def generate_compare_html(graphs: Any, path: str | os.PathLike, *, title: str | 
     matched by lineage (``from_node`` root), then shared debug handles, then name
     (:func:`etlens.model.diff.match_nodes`).
     """
-    return _write(compare_page(graphs, title=title), path)
+    return write_html(compare_page(graphs, title=title), path)
 
 
 def compare_page(graphs: Any, *, title: str | None = None) -> str:

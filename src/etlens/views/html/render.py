@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 
 from ...errors import EtlensError
 
-__all__ = ["render_page", "write_page", "embed_json", "bundle_js"]
+__all__ = ["render_page", "write_page", "write_html", "embed_json", "bundle_js"]
 
 _ENTRY = "main.js"
 _IMPORT = re.compile(r"^import\s*\{([^}]*)\}\s*from\s*'\./([\w-]+\.js)';[ \t]*$", re.M)
@@ -123,13 +123,18 @@ def render_page(payload: Mapping[str, Any]) -> str:
     return head + embed_json(payload) + tail
 
 
-def write_page(payload: Mapping[str, Any], path: str | os.PathLike) -> str:
-    """Write the page to ``path`` and return the path as a string."""
+def write_html(text: str, path: str | os.PathLike) -> str:
+    """Write a page's HTML ``text`` to ``path`` (an :class:`EtlensError` naming the file when it cannot be
+    written) and return the path as a string."""
     path = os.fspath(path)
-    text = render_page(payload)
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as exc:
         raise EtlensError(f"{path}: cannot write the HTML file ({exc.strerror or exc})") from exc
     return path
+
+
+def write_page(payload: Mapping[str, Any], path: str | os.PathLike) -> str:
+    """Write the page of ``payload`` to ``path`` and return the path as a string."""
+    return write_html(render_page(payload), path)
