@@ -28,6 +28,12 @@ def test_report_writes_page_and_artifacts(tmp_path):
     arts = sorted(os.listdir(out / "cnn_artifacts"))
     assert any(a.endswith(".pte") for a in arts) and any(a.endswith(".etrecord") for a in arts)
     assert any(a.endswith(".vela.json") for a in arts) and any(a.endswith(".tosa") for a in arts)
+    # the report's traced lowering has the Arm backend's passes from inside its preprocess
+    from etlens.model.trace import Trace
+
+    trace = Trace.load(out / "cnn_artifacts" / next(a for a in arts if a.endswith("trace.json")))
+    assert [s.stage for s in trace.snapshots].count("partition") == 1 and trace.snapshots[-1].stage == "lower"
+    assert {"FoldAndAnnotateQParamsPass", "RewriteConvPass", "ExirToTosaPass"} <= set(trace.pass_names())
     page = (out / "cnn.html").read_text()
     for text in ("NPU cycles (Vela)", "On the CPU", "TOSA ARGMAX", "Layout changes on the NPU",
                  "Inside the NPU (TOSA reference model)", "Vela&#x27;s per-layer table", "not run"):

@@ -19,8 +19,9 @@ Built in:
   its preprocess, so there is no static list to step through);
 * ``qnn`` — the Qualcomm to-edge transform passes one by one (lowering needs the QNN SDK);
 * ``cadence`` — export/edge stages (its passes run inside its own compiler entry point);
-* ``ethos-u55-128``, ``ethos-u85-256`` — Arm's Ethos-U NPUs: the Arm quantizer, ``EthosUPartitioner``
-  and Vela (:mod:`etlens.build.ethosu`); compiled and estimated, not run (``runs=False``).
+* ``ethos-u55-128``, ``ethos-u65-256``, ``ethos-u85-256`` — Arm's Ethos-U NPUs: the Arm quantizer,
+  ``EthosUPartitioner`` and Vela (:mod:`etlens.build.ethosu`); compiled and estimated, not run
+  (``runs=False``); the Arm TOSA passes inside the backend's preprocess are traced too.
 
 Register your own::
 
@@ -482,7 +483,7 @@ register_backend(BackendConfig(
     prepare_inputs=_channels_last,
     to_executorch=True,
 ))
-for _target in ("ethos-u55-128", "ethos-u85-256"):
+for _target in ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256"):
     register_backend(BackendConfig(
         name=_target,
         description=f"Arm Ethos-U NPU ({_target}): Arm quantizer, EthosUPartitioner, Vela (compiled, estimated, "

@@ -39,8 +39,10 @@ __all__ = ["ETHOSU_TARGETS", "ethosu_compile_spec", "ethosu_quantizer", "ethosu_
            "ethosu_edge_compile_config", "VelaCapture", "vela_sidecar", "write_sidecar", "sidecar_path",
            "observe_arm_passes"]
 
-#: The configurations registered as backends (``--backend NAME``); Vela accepts more.
-ETHOSU_TARGETS = ("ethos-u55-128", "ethos-u85-256")
+#: The configurations registered as backends (``--backend NAME``), each with the Arm backend's default
+#: Vela system configuration and memory mode: U55 ``Shared_Sram``, U65 ``Dedicated_Sram_384KB`` (scratch
+#: in DRAM, Vela's arena cache — the fast scratch — in SRAM), U85 ``Sram_Only``. Vela accepts more.
+ETHOSU_TARGETS = ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256")
 _VELA_FLAGS = ["--verbose-performance"]
 
 

@@ -88,6 +88,12 @@ def _gates(args, npu: dict | None) -> int:
 
             raise EtlensError(f"{args.pte}: --fail-on-{flag} needs an Ethos-U program, but the file has no "
                               "EthosUBackend delegate")
+        if npu[key] is None:
+            from ..errors import MissingDataError
+
+            raise MissingDataError(f"{args.pte}: --fail-on-{flag}: the {what} is unknown: in Vela's "
+                                   f"{npu.get('memory_mode')} memory mode the SRAM holds the fast scratch, which only "
+                                   "the Vela sidecar (<stem>.vela.json, written by etlens's Ethos-U build) records")
         if npu[key] > limit:
             return gate_failed(f"{args.pte}: {what} is {npu[key]} bytes, over the {limit}-byte budget "
                                f"(--fail-on-{flag})")

@@ -29,6 +29,10 @@ from .render import Card, ReportPage, Section, render_report, table_html, viewer
 __all__ = ["report_from_estimates", "ethos_u_page"]
 
 
+def _or(value, default):
+    return default if value is None else value
+
+
 def _pct(part: float, whole: float) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole else "n/a"
 
@@ -52,10 +56,12 @@ def ethos_u_page(pte: str, etrecord: str, out_dir: str, stem: str, files: dict[s
     page.cards = [
         Card("NPU cycles (Vela)", f"{cycles:,.0f}",
              f"{1e6 * cycles / clock:.1f} us at {clock / 1e6:.0f} MHz" if clock else "", "info"),
-        Card("SRAM", f"{mem.get('sram_bytes', t['sram_bytes']):,} B",
-             f"NPU scratch from the .pte; Vela says {t['sram_bytes']:,} B; + {mem.get('arena_bytes', 0):,} B "
-             "program arena" + (f"; fast scratch {mem['fast_scratch_bytes']:,} B"
-                                if mem.get("fast_scratch_bytes") is not None else ""), "info"),
+        Card("SRAM", f"{_or(mem.get('sram_bytes'), t['sram_bytes']):,} B",
+             (f"fast scratch (Vela's arena cache; {mem['memory_mode']}: the {mem['dram_bytes']:,} B scratch is in "
+              "DRAM)" if mem.get("dram_bytes") else "NPU scratch from the .pte")
+             + f"; Vela says {t['sram_bytes']:,} B; + {mem.get('arena_bytes', 0):,} B program arena"
+             + (f"; fast scratch {mem['fast_scratch_bytes']:,} B"
+                if mem.get("fast_scratch_bytes") is not None and not mem.get("dram_bytes") else ""), "info"),
         Card("Flash", f"{mem.get('flash_with_command_stream_bytes', t['flash_bytes']):,} B",
              f"weights {mem.get('flash_bytes', 0):,} B (Vela: {t['flash_bytes']:,} B) + command stream "
              f"{mem.get('command_stream_bytes', 0):,} B", "info"),

@@ -46,9 +46,14 @@ def format_memory(report: Any, top: int = 10) -> str:
 def format_ethos_u_memory(npu: dict[str, Any]) -> str:
     """The Ethos-U budget of a program (``etlens memory``): SRAM and flash per delegate, the totals and,
     with the Vela sidecar, Vela's own figures beside them."""
-    lines = [f"Ethos-U ({npu.get('target') or 'target unknown'}): SRAM {npu['sram_bytes']} B "
-             f"({format_bytes(npu['sram_bytes'])}) NPU scratch + {npu['arena_bytes']} B program arena = "
-             f"{npu['sram_with_arena_bytes']} B; flash {npu['flash_bytes']} B weights + "
+    sram, dedicated = npu["sram_bytes"], bool(npu.get("dram_bytes"))
+    sram_text = ("SRAM unknown (the fast scratch is only known from the Vela sidecar <stem>.vela.json)"
+                 if sram is None else
+                 f"SRAM {sram} B ({format_bytes(sram)}) {'fast scratch' if dedicated else 'NPU scratch'} + "
+                 f"{npu['arena_bytes']} B program arena = {npu['sram_with_arena_bytes']} B")
+    if dedicated:
+        sram_text += f"; DRAM {npu['dram_bytes']} B scratch ({npu.get('memory_mode')})"
+    lines = [f"Ethos-U ({npu.get('target') or 'target unknown'}): {sram_text}; flash {npu['flash_bytes']} B weights + "
              f"{npu['command_stream_bytes']} B command stream = {npu['flash_with_command_stream_bytes']} B "
              f"({format_bytes(npu['flash_with_command_stream_bytes'])})"]
     for d in npu["delegates"]:

@@ -46,6 +46,18 @@ def ethos_u_delegation(artifact: str, method: str | None = None, sidecar: str | 
     return map_delegation(delegation_graph(os.fspath(artifact), method=method), read_sidecar(path))
 
 
+def _memory_mode(flags: str) -> str | None:
+    """Vela's ``--memory-mode=`` from a delegate's ``compile_flags`` compile spec."""
+    for flag in flags.split():
+        if flag.startswith("--memory-mode="):
+            return flag.split("=", 1)[1] or None
+    return None
+
+
+def _total(values: list[int | None]) -> int | None:
+    return None if any(v is None for v in values) else sum(v or 0 for v in values)
+
+
 def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | None:
     """SRAM and flash of every Ethos-U delegate of a parsed ``.pte`` (``None`` when it has none).
 
@@ -59,6 +71,12 @@ def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | Non
     carry (the runtime is configured with it) — is taken from Vela's raw output recorded there
     (0 in the ``Shared_Sram`` / ``Sram_Only`` memory modes of the default U55/U85 configurations);
     without a sidecar it stays ``None``.
+
+    Where the scratch lives depends on Vela's memory mode (``memory_mode``, from the delegate's
+    ``compile_flags``): in ``Shared_Sram`` (U55 default) and ``Sram_Only`` (U85 default) it is the
+    SRAM, as above; in ``Dedicated_Sram*`` (U65 default, ``ethos-u65-256``) the scratch goes to DRAM
+    (``dram_bytes``) and the SRAM holds the fast scratch, so ``sram_bytes`` is the fast scratch —
+    ``None`` without the sidecar (then ``etlens memory --fail-on-sram-bytes`` says so).
     """
     program = getattr(pte, "program", None)
     if program is None:
@@ -72,6 +90,7 @@ def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | Non
                                    "payload_size": d.payload_size}
             specs = {c.key: c.text() for c in d.compile_specs}
             row["target"] = specs.get("target")
+            row["compile_flags"] = specs.get("compile_flags", "")
             if d.ethos_u is not None:
                 row.update(d.ethos_u.attrs())
             else:
@@ -80,29 +99,38 @@ def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | Non
     if not delegates:
         return None
     ok = [d for d in delegates if "decode_error" not in d]
-    arena = sum(sum(p.non_const_buffer_sizes) for p in program.execution_plan)
-    out: dict[str, Any] = {
-        "delegates": delegates,
-        "target": next((d["target"] for d in delegates if d.get("target")), None),
-        "sram_bytes": sum(d["sram_bytes"] for d in ok),
-        "flash_bytes": sum(d["flash_bytes"] for d in ok),
-        "command_stream_bytes": sum(d["command_stream_bytes"] for d in ok),
-        "flash_with_command_stream_bytes": sum(d["flash_with_command_stream_bytes"] for d in ok),
-        "fast_scratch_bytes": None,  # not in the payload: from the Vela sidecar below, when there is one
-        "arena_bytes": arena,
-        "sram_with_arena_bytes": sum(d["sram_bytes"] for d in ok) + arena,
-    }
     from ...readers.vela_sidecar import find_sidecar, read_sidecar
 
     path = sidecar or (find_sidecar(pte.path) if getattr(pte, "path", None) else None)
-    if path:
-        sidecar = read_sidecar(path)
-        totals = sidecar.totals()
-        out["vela"] = {k: totals[k] for k in ("target", "sram_bytes", "flash_bytes", "npu_cycles", "macs",
-                                              "npu_ops", "cpu_ops", "partitions", "fast_scratch_bytes")}
-        fast = [p.fast_scratch_bytes for p in sidecar.partitions]
-        if len(fast) == len(ok) and all(v is not None for v in fast):
-            out["fast_scratch_bytes"] = sum(v or 0 for v in fast)
-            for row, v in zip(ok, fast, strict=True):  # sidecar partitions are the delegates in order
-                row["fast_scratch_bytes"] = v
+    vela = read_sidecar(path) if path else None
+    fast = [p.fast_scratch_bytes for p in vela.partitions] if vela is not None else []
+    if len(fast) != len(ok) or any(v is None for v in fast):
+        fast = [None] * len(ok)  # not from this sidecar (or none): the payload alone cannot tell
+    for row, fast_bytes in zip(ok, fast, strict=True):  # sidecar partitions are the delegates in order
+        row["fast_scratch_bytes"] = fast_bytes
+        row["memory_mode"] = _memory_mode(row.get("compile_flags") or "")
+        if (row["memory_mode"] or "").startswith("Dedicated_Sram"):
+            # the scratch (feature maps) lives in DRAM; the NPU's SRAM holds Vela's arena cache
+            row["dram_bytes"], row["sram_bytes"] = row["scratch_bytes"], fast_bytes
+        else:
+            row["dram_bytes"] = 0
+    arena = sum(sum(p.non_const_buffer_sizes) for p in program.execution_plan)
+    sram = _total([d["sram_bytes"] for d in ok])
+    out: dict[str, Any] = {
+        "delegates": delegates,
+        "target": next((d["target"] for d in delegates if d.get("target")), None),
+        "memory_mode": next((d["memory_mode"] for d in ok if d.get("memory_mode")), None),
+        "sram_bytes": sram,
+        "flash_bytes": sum(d["flash_bytes"] for d in ok),
+        "command_stream_bytes": sum(d["command_stream_bytes"] for d in ok),
+        "flash_with_command_stream_bytes": sum(d["flash_with_command_stream_bytes"] for d in ok),
+        "fast_scratch_bytes": _total([d["fast_scratch_bytes"] for d in ok]),
+        "dram_bytes": sum(d["dram_bytes"] for d in ok),
+        "arena_bytes": arena,
+        "sram_with_arena_bytes": None if sram is None else sram + arena,
+    }
+    if vela is not None:
+        totals = vela.totals()
+        out["vela"] = {k: totals[k] for k in ("target", "sram_bytes", "flash_bytes", "dram_bytes", "npu_cycles",
+                                              "macs", "npu_ops", "cpu_ops", "partitions", "fast_scratch_bytes")}
     return out
