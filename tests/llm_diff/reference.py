@@ -1,8 +1,9 @@
 """The tests' own token-by-token run of an LLM ``.pte`` (ExecuTorch's pybindings, no etlens code).
 
-``python tests/llm_diff/reference.py MODEL.pte TOKENS.txt OUT.npy`` feeds the tokens one per call
-(``input_pos = i``; the KV-cache builds) and saves the ``[positions, vocab]`` logits. Runs in its own
-process: the runtime aborts the process on some errors.
+``python tests/llm_diff/reference.py MODEL.pte TOKENS.txt OUT.npy [N OUT.json]`` feeds the tokens one
+per call (``input_pos = i``; the KV-cache builds) and saves the ``[positions, vocab]`` logits; with
+``N``, it then decodes ``N`` tokens greedily (argmax fed back at the next position) and writes them to
+``OUT.json``. Runs in its own process: the runtime aborts the process on some errors.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 import numpy as np
 
 
-def main(pte: str, tokens_path: str, out: str) -> None:
+def main(pte: str, tokens_path: str, out: str, steps: str = "0", gen_out: str = "") -> None:
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  llama::custom_sdpa / update_cache
     import executorch.kernels.quantized  # noqa: F401
     import torch
@@ -27,6 +28,17 @@ def main(pte: str, tokens_path: str, out: str) -> None:
         out_ = m.run_method("forward", (torch.tensor([[t]], dtype=torch.long), torch.tensor([i], dtype=torch.long)))
         rows.append(out_[0].reshape(-1, out_[0].shape[-1])[-1].float().numpy())
     np.save(out, np.stack(rows))
+    generated: list[int] = []
+    for _ in range(int(steps)):
+        generated.append(int(np.argmax(rows[-1])))
+        out_ = m.run_method("forward", (torch.tensor([[generated[-1]]], dtype=torch.long),
+                                        torch.tensor([len(tokens) + len(generated) - 1], dtype=torch.long)))
+        rows.append(out_[0].reshape(-1, out_[0].shape[-1])[-1].float().numpy())
+    if gen_out:
+        import json
+
+        with open(gen_out, "w") as f:
+            json.dump(generated, f)
 
 
 def token_stats(base: np.ndarray, new: np.ndarray) -> dict:
@@ -42,4 +54,4 @@ def token_stats(base: np.ndarray, new: np.ndarray) -> dict:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:6])

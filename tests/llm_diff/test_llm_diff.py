@@ -1,5 +1,7 @@
 """``etlens llm-diff`` end to end on real export_llama builds (tests/llm_diff/build.py), against the tests' own
-token-by-token run (tests/llm_diff/reference.py) and the planted single-layer faults."""
+token-by-token run and greedy decoding loop (tests/llm_diff/reference.py), the float checkpoint, and the planted
+single-layer faults; the KV caches by position and free-running greedy decoding (``--generate``) ride on the
+same runs (one CLI run per pair)."""
 
 from __future__ import annotations
 
@@ -41,17 +43,34 @@ def _diff(corpus, base: str, new: str, *extra: str, out_dir) -> dict:
     return _RUNS[key]
 
 
+GEN = ("--generate", "16")
+
+
 def _reference(corpus, case: str, tmp_path_factory) -> np.ndarray:
     path = os.path.join(corpus.dir, case, "reference_logits.npy")
-    if not os.path.exists(path):
+    gen = os.path.join(corpus.dir, case, "reference_greedy16.json")
+    if not os.path.exists(path) or not os.path.exists(gen):
         script = os.path.join(os.path.dirname(__file__), "reference.py")
-        subprocess.run([sys.executable, script, corpus.cases[case].pte, corpus.tokens, path], check=True,
+        subprocess.run([sys.executable, script, corpus.cases[case].pte, corpus.tokens, path, "16", gen], check=True,
                        capture_output=True)
     return np.load(path)
 
 
+def _reference_greedy(corpus, case: str, tmp_path_factory) -> list[int]:
+    _reference(corpus, case, tmp_path_factory)
+    return json.load(open(os.path.join(corpus.dir, case, "reference_greedy16.json")))
+
+
+def _kv_means(doc: dict) -> tuple[list[float], list[float]]:
+    kv = doc["kv_cache"]
+    assert kv is not None and kv["layers"] == [0, 1, 2, 3], doc.get("layer_note")
+    assert all(len(row) == 64 for row in kv["k"] + kv["v"])
+    return kv["k_mean"], kv["v_mean"]
+
+
 def test_identical_builds_kld_zero_top1_all(llm_diff_corpus, tmp_path):
-    r = _diff(llm_diff_corpus, "fp32", "fp32", out_dir=tmp_path)
+    # the strictest gates pass on identical builds (exit 0): one run checks both
+    r = _diff(llm_diff_corpus, "fp32", "fp32", "--fail-on-kld", "0", "--fail-on-top1", "1", out_dir=tmp_path)
     assert r["rc"] == 0, r["stderr"]
     s = r["doc"]["summary"]
     assert s["kld_mean"] == 0 and s["kld_max"] == 0 and s["top1_agreement"] == 1.0
@@ -79,11 +98,21 @@ def test_fp32_vs_8da4w_statistics_match_a_token_by_token_run(llm_diff_corpus, tm
     assert s["kld_max"] == pytest.approx(ref["kld_max"], rel=0.05)
 
 
-@pytest.mark.parametrize("base,new", [("fp32", "fp32_fault0"), ("fp32", "fp32_fault1"), ("q8", "q8_fault0"),
-                                      ("fp32", "q8_fault0")])
+def test_fp32_vs_8da4w_kv_caches_carry_quantization_noise_in_every_layer(llm_diff_corpus, tmp_path):
+    r = _diff(llm_diff_corpus, "fp32", "q8", out_dir=tmp_path)
+    k, v = _kv_means(r["doc"])
+    # wk / wv are 8da4w linears: a few % relative error in every layer's cached rows (measured 0.064-0.072);
+    # a wrong tensor (q for k, k for v) would be ~1.4 (unrelated rows)
+    assert all(0.01 < e < 0.3 for e in k + v), (k, v)
+    assert r["doc"]["kv_cache"]["first_nonzero"] == {"layer": 0, "cache": "k", "position": 0}
+
+PLANTED = [("fp32", "fp32_fault1"), ("q8", "q8_fault0"), ("fp32", "q8_fault0")]
+
+
+@pytest.mark.parametrize("base,new", PLANTED)
 def test_planted_layer_is_the_first_divergent(llm_diff_corpus, tmp_path, base, new):
     fault = llm_diff_corpus.cases[new].fault
-    r = _diff(llm_diff_corpus, base, new, out_dir=tmp_path)
+    r = _diff(llm_diff_corpus, base, new, *GEN, out_dir=tmp_path)
     assert r["rc"] == 0, r["stderr"]
     s = r["doc"]["summary"]
     assert s["first_divergent_layer"] is not None, r["doc"]["layers"]
@@ -91,30 +120,77 @@ def test_planted_layer_is_the_first_divergent(llm_diff_corpus, tmp_path, base, n
     assert s["first_divergent_layer"].startswith(f"layers.{fault['layer']}")
 
 
+@pytest.mark.parametrize("base,new", [p for p in PLANTED if p[0][:2] == p[1][:2]])
+def test_planted_fault_kv_caches_by_position(llm_diff_corpus, tmp_path, base, new):
+    """Same-precision pairs: the cached rows below the faulty layer are bit-identical; the faulty layer's own
+    K/V are too when the fault is in wq/wo/w1/w2 (K and V come from the layer's input); the next layer's
+    differ from position 1 on (at position 0 attention over one key ignores the query)."""
+    fault = llm_diff_corpus.cases[new].fault
+    r = _diff(llm_diff_corpus, base, new, *GEN, out_dir=tmp_path)
+    k, v = _kv_means(r["doc"])
+    clean = fault["layer"] + (1 if fault["weight"] in ("attention.wq", "attention.wo", "feed_forward.w1",
+                                                       "feed_forward.w2") else 0)
+    assert all(e == 0 for e in k[:clean] + v[:clean]), (fault, k, v)
+    if clean < 4:
+        assert k[clean] > 1e-3 and v[clean] > 1e-3, (fault, k, v)
+        first = r["doc"]["kv_cache"]["first_nonzero"]
+        assert first["layer"] == clean and (fault["weight"] != "attention.wq" or first["position"] >= 1), first
+    else:
+        assert r["doc"]["kv_cache"]["first_nonzero"] is None
+
+
+def test_free_running_greedy_matches_a_plain_decoding_loop(llm_diff_corpus, tmp_path, tmp_path_factory):
+    """--generate: each build's 16 greedy tokens are the tests' own pybindings loop's, and the divergence
+    point is where those two sequences first differ."""
+    r = _diff(llm_diff_corpus, "fp32", "fp32_fault1", *GEN, out_dir=tmp_path)
+    g = r["doc"]["generation"]
+    a = _reference_greedy(llm_diff_corpus, "fp32", tmp_path_factory)
+    b = _reference_greedy(llm_diff_corpus, "fp32_fault1", tmp_path_factory)
+    assert g["base"] == a and g["new"] == b and len(a) == 16
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    assert g["first_divergence"] == first and r["doc"]["summary"]["greedy_first_divergence"] == first
+    assert g["first_divergence_position"] == (None if first is None else 64 + first)
+    # the first generated token is each build's teacher-forced top-1 after the whole prompt
+    last = r["doc"]["positions"][-1]
+    assert (g["base"][0], g["new"][0]) == (last["top1_base"], last["top1_new"])
+
+
 @pytest.mark.parametrize("other", ["fp32_static", "fp32_nokv"])
 def test_static_and_no_kv_builds_of_one_model_agree(llm_diff_corpus, tmp_path, other):
-    r = _diff(llm_diff_corpus, "fp32", other, out_dir=tmp_path)
+    r = _diff(llm_diff_corpus, "fp32", other, *GEN, out_dir=tmp_path)
     assert r["rc"] == 0, r["stderr"]
     s = r["doc"]["summary"]
     assert s["kld_max"] < 1e-6 and s["top1_agreement"] == 1.0
     assert s["first_divergent_layer"] is None
     assert r["doc"]["builds"]["new"]["mode"] == ("kv" if other == "fp32_static" else "prefix")
+    # the same K/V rows whether cached (static shapes) or recomputed over the whole prefix (no KV cache)
+    k, v = _kv_means(r["doc"])
+    assert max(k + v) < 1e-5 and r["doc"]["kv_cache"]["first_nonzero"] is None
+    # free-running greedy decoding: one token per call (KV, static or dynamic) or the growing sequence (no KV)
+    g = r["doc"]["generation"]
+    assert g["base"] == g["new"] and len(g["base"]) == 16 and g["first_divergence"] is None
 
 
 def test_build_against_its_float_checkpoint(llm_diff_corpus, tmp_path):
     case = llm_diff_corpus.cases["fp32"]
-    r = _diff(llm_diff_corpus, case.checkpoint, "fp32", "--params", case.params_json, out_dir=tmp_path)
+    r = _diff(llm_diff_corpus, case.checkpoint, "fp32", "--params", case.params_json, *GEN, out_dir=tmp_path)
     assert r["rc"] == 0, r["stderr"]
     s = r["doc"]["summary"]
     assert s["kld_max"] < 1e-6 and s["top1_agreement"] == 1.0 and s["first_divergent_layer"] is None
     assert len(r["doc"]["layers"]["modules"]) == 23  # embedding, 4 x (2 norms, attention, FFN, block), norm, head
+    # the build's cached rows (RoPE's last operator, wv's delegate output) against the float model's hooks:
+    # this is what ties the logged tensors to K and V (measured 8e-8 .. 2e-7)
+    k, v = _kv_means(r["doc"])
+    assert max(k + v) < 1e-5, (k, v)
+    g = r["doc"]["generation"]
+    assert g["base"] == g["new"] and len(g["base"]) == 16  # eager greedy (whole sequence per step) = the build's
 
 
 def test_gates_exit_3(llm_diff_corpus, tmp_path):
-    r = _diff(llm_diff_corpus, "fp32", "q8", "--fail-on-kld", "0", out_dir=tmp_path)
+    # token statistics are what the gates read: --no-layers keeps this extra run cheap
+    r = _diff(llm_diff_corpus, "fp32", "q8", "--fail-on-kld", "0", "--no-layers", out_dir=tmp_path)
     assert r["rc"] == 3 and "gate failed" in r["stderr"] and r["doc"] is not None  # the output is still written
-    r = _diff(llm_diff_corpus, "fp32", "fp32", "--fail-on-kld", "0", "--fail-on-top1", "1", out_dir=tmp_path)
-    assert r["rc"] == 0, r["stderr"]
+    assert r["doc"]["summary"]["kld_mean"] > 0 and r["doc"]["kv_cache"] is None
 
 
 def test_not_comparable_is_one_line_and_writes_nothing(llm_diff_corpus, tmp_path):
