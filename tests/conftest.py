@@ -118,6 +118,24 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--no-first-run"]
 
 
+def block_remote(target) -> list[str]:
+    """Route every request of ``target`` (a Playwright page or context) so a page stays offline: local ones
+    (``file:``, ``data:``, ``about:``) go through, any other is aborted and its URL appended to the list
+    returned (a test asserts it stays empty: the page asked the network for nothing)."""
+    blocked: list[str] = []
+
+    def route(r) -> None:
+        url = r.request.url
+        if url.startswith(("file:", "data:", "about:")):
+            r.continue_()
+        else:
+            blocked.append(url)
+            r.abort()
+
+    target.route("**/*", route)
+    return blocked
+
+
 @pytest.fixture(scope="module")
 def browser():
     """One headless Chromium per test module (skipped when chromium or playwright is missing)."""

@@ -18,6 +18,7 @@ import pytest
 from etlens.model.graph import DelegateInfo, Graph, Node, TensorMeta
 from etlens.model.trace import Snapshot, Trace
 
+from tests.conftest import block_remote
 from tests.robustness import _harness as H
 
 PWN = "window.__pwned=1"
@@ -101,21 +102,11 @@ def test_every_page_has_a_content_security_policy(pages, kind):
 class Opened:
     def __init__(self, browser, path: str) -> None:
         self.dialogs: list[str] = []
-        self.requests: list[str] = []
         self.errors: list[str] = []
         self.page = browser.new_page(viewport={"width": 1300, "height": 850})
         self.page.on("dialog", lambda dl: (self.dialogs.append(dl.message), dl.dismiss()))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-
-        def route(r):
-            url = r.request.url
-            if url.startswith(("file:", "data:", "about:")):
-                r.continue_()
-            else:
-                self.requests.append(url)
-                r.abort()
-
-        self.page.route("**/*", route)
+        self.requests = block_remote(self.page)
         self.page.goto("file://" + path)
 
     def wait(self, expr: str, frame=None, timeout: float = 20.0):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import requires_executorch
+from tests.conftest import block_remote, requires_executorch
 
 ROOT = Path(__file__).resolve().parents[2]
 TUTORIAL = ROOT / "docs" / "tutorial.ipynb"
@@ -142,20 +142,10 @@ def _check_frames(page, shots: str | None = None) -> list[dict]:
 class _Opened:
     def __init__(self, browser, path: Path) -> None:
         self.errors: list[str] = []
-        self.requests: list[str] = []
         self.page = browser.new_page(viewport={"width": 1280, "height": 900})
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-
-        def route(r):
-            url = r.request.url
-            if url.startswith(("file:", "data:", "about:")):
-                r.continue_()
-            else:
-                self.requests.append(url)
-                r.abort()
-
-        self.page.context.route("**/*", route)
+        self.requests = block_remote(self.page.context)
         self.t0 = time.perf_counter()
         self.page.goto(path.as_uri(), wait_until="load")
 
