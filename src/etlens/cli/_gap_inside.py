@@ -24,6 +24,9 @@ def add_inside_arguments(p) -> None:
     add_backend(g, help="partitioner to lower with")
     g.add_argument("--bisect", action="store_true",
                    help="confirm the first crossing with O(log N) single-value builds (needs --fail-on-gap)")
+    g.add_argument("--no-introduced", dest="introduced", action="store_false",
+                   help="with --quantize: skip the introduced-error column (each quantized op's own error, re-run "
+                        "on the float model's inputs, measured at the model output; computed in PyTorch)")
 
 
 def run_inside(args) -> int:
@@ -46,10 +49,55 @@ def run_inside(args) -> int:
             return _ethos_u_inside(args, session)
         res = inside_delegates(session.model, session.inputs, backend=args.backend, quantize=args.quantize,
                                metric=args.metric, threshold=args.threshold, bisect=args.bisect, session=session)
-    emit(args, doc=res.to_dict, rows=lambda: res.to_dict()["rows"], text=res.to_text)
+        intro = _introduced(args, session, res)
+    emit(args, doc=lambda: {**res.to_dict(), "introduced": intro}, rows=lambda: res.to_dict()["rows"],
+         text=lambda: res.to_text() + _introduced_text(intro))
     if res.crossing:
         return gate_failed(f"a value inside a delegate crosses --fail-on-gap {args.threshold:g} ({args.metric})")
     return EXIT_OK
+
+
+#: more quantized clusters than this and the introduced column is left out (each one re-runs the float model)
+MAX_INTRODUCED_CLUSTERS = 400
+
+
+def _introduced(args, session, res) -> dict:
+    """Add the introduced error to ``res.rows`` (``introduced``, ``introduced_snr_db``, ``introduced_rank``,
+    ``accumulated_nsr``); return the document's ``introduced`` block: whether it is there and why not."""
+    if not args.quantize:
+        return {"available": False, "why": "a float build: no op is quantized (give --quantize)"}
+    if not getattr(args, "introduced", True):
+        return {"available": False, "why": "skipped (--no-introduced)"}
+    from ..analysis.numerics.introduced import attach_introduced, cluster_count, introduced_errors
+
+    try:
+        quant = session.quantized_module
+        n = cluster_count(quant)
+        if n > MAX_INTRODUCED_CLUSTERS:
+            return {"available": False, "why": f"{n} op clusters (> {MAX_INTRODUCED_CLUSTERS}): each re-runs the "
+                                               "float model; use etlens fix or introduced_errors() directly"}
+        clusters = introduced_errors(session.float_module(), quant, session.inputs)
+    except Exception as exc:  # noqa: BLE001 - an extra column: say why it is missing, keep the gap rows
+        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        return {"available": False, "why": f"{type(exc).__name__}: {text}".rstrip(": ")}
+    matched = attach_introduced(res.rows, clusters)
+    top = clusters[0] if clusters else None
+    return {"available": True, "why": None, "clusters": len(clusters), "rows_matched": matched,
+            "top": None if top is None else {"module_path": top.module_path, "op": top.op, "nodes": top.nodes,
+                                             "introduced": top.introduced, "accumulated": top.accumulated},
+            "measure": "noise-to-signal ratio at the model outputs with only this op's own quantization error"}
+
+
+def _introduced_text(intro: dict) -> str:
+    """The introduced-vs-accumulated lines under the gap table."""
+    if not intro.get("available"):
+        return f"\nintroduced error: not computed ({intro.get('why')})"
+    top = intro.get("top")
+    if not top:
+        return "\nintroduced error: no quantized op"
+    return (f"\nintroduced error (each quantized op alone, at the model output): worst {top['module_path'] or '?'} "
+            f"({', '.join(top['nodes'])}) {top['introduced']:.3g} NSR, accumulated at it {top['accumulated']:.3g}; "
+            "rows carry introduced / introduced_rank (etlens fix proposes what to keep in float)")
 
 
 def _ethos_u_inside(args, session) -> int:

@@ -39,7 +39,8 @@ from typing import Any, Callable, Iterable
 
 from ...errors import EtlensError
 
-__all__ = ["ClusterError", "introduced_errors", "is_qdq_node", "nsr", "snr_db", "float_tensors"]
+__all__ = ["ClusterError", "introduced_errors", "attach_introduced", "cluster_count", "is_qdq_node", "nsr", "snr_db",
+           "float_tensors"]
 
 _QDQ_NS = "quantized_decomposed"
 
@@ -374,3 +375,41 @@ def introduced_errors(float_gm: Any, quant_gm: Any, inputs: Iterable[Any], *,
 
 def _db(ratio: float) -> float:
     return math.inf if ratio == 0.0 else (-math.inf if math.isinf(ratio) else -10.0 * math.log10(ratio))
+
+
+def cluster_count(quant_gm: Any) -> int:
+    """How many compute clusters the converted pt2e module has (each one re-runs the float model once)."""
+    return len(_clusters(quant_gm))
+
+
+def attach_introduced(rows: list[dict[str, Any]], clusters: list[ClusterError], *,
+                      key: str = "aot_ops") -> int:
+    """Put each cluster's introduced error on the gap rows that hold its ops; return how many rows got one.
+
+    ``rows`` are gap rows (dicts, e.g. ``etlens gap --model … --quantize``'s) naming the quantized
+    graph's compute nodes under ``key``; a row gets the cluster sharing most of its ops:
+    ``introduced`` (noise-to-signal at the model outputs with only that cluster's own error),
+    ``introduced_snr_db``, ``introduced_rank`` (1 = the worst culprit) and ``accumulated_nsr`` (the
+    int8 run's error at the cluster's output, relative to it). Rows with no quantized cluster (ops
+    left in float) get ``None`` in each.
+    """
+    by_node: dict[str, ClusterError] = {}
+    for c in clusters:
+        for name in c.nodes:
+            by_node.setdefault(name, c)
+    matched = 0
+    for row in rows:
+        counts: dict[int, tuple[int, ClusterError]] = {}
+        for op in row.get(key) or []:
+            c = by_node.get(op)
+            if c is not None:
+                n, _ = counts.get(id(c), (0, c))
+                counts[id(c)] = (n + 1, c)
+        best = max(counts.values(), key=lambda t: (t[0], t[1].introduced))[1] if counts else None
+        row["introduced"] = best.introduced if best else None
+        row["introduced_snr_db"] = (best.introduced_snr_db if best and math.isfinite(best.introduced_snr_db)
+                                    else None)
+        row["introduced_rank"] = best.rank if best else None
+        row["accumulated_nsr"] = best.accumulated if best else None
+        matched += best is not None
+    return matched

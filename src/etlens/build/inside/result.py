@@ -88,14 +88,17 @@ class InsideResult:
             return ", ".join(items[:limit]) + (f", … (+{len(items) - limit})" if len(items) > limit else "")
 
         kernel = self.quantized
+        intro = any(r.get("introduced") is not None for r in self.rows)  # etlens gap --quantize (analysis.fix)
         headers = ["#", "ops", "module", "where", f"{self.metric} vs float"] + (
-            [f"{self.metric} vs qdq (kernel)"] if kernel else []) + [""]
+            [f"{self.metric} vs qdq (kernel)"] if kernel else []) + (["introduced (NSR)"] if intro else []) + [""]
         table = []
         for i, r in enumerate(self.rows):
             where = r.get("backend") if r.get("inside_delegate") else "portable"
             line = [i, short(r["aot_ops"]), r.get("module_path") or "", where, fmt(r.get("gap"))]
             if kernel:
                 line.append(fmt(r.get("kernel_gap")))
+            if intro:
+                line.append(fmt(r.get("introduced")))
             line.append("!" if r.get("crosses_threshold") else "")
             table.append(line)
         inside = sum(1 for r in self.rows if r.get("inside_delegate"))
