@@ -128,7 +128,9 @@ def pte_facts(path: str) -> dict[str, Any]:
 
     ``vocab`` (last dimension of ``forward``'s first output), ``inputs`` (sizes), ``kv_updates``
     (``llama::update_cache`` calls per ``forward``: 2 per layer with ExecuTorch's KV cache),
-    ``operators`` (names), ``layers`` (``kv_updates / 2`` when known).
+    ``operators`` (names), ``layers`` (``kv_updates / 2`` when known), ``metadata`` (what the
+    program's constant methods return: ``get_max_seq_len``, ``use_kv_cache`` ... as ``export_llama``
+    writes them) and ``max_seq_len`` (positions the KV cache holds, when the program says).
     """
     from ...readers.pte import read
 
@@ -157,8 +159,29 @@ def pte_facts(path: str) -> dict[str, Any]:
             if ins_.kind == "KernelCall" and "update_cache" in fw.operators[ins_.op_index].name:
                 kv += 1
     vocab = outs[0][-1] if outs and outs[0] else None
+    meta: dict[str, Any] = {}
+    for plan in art.program.execution_plan:  # constant methods: no instruction, one scalar output
+        if plan.name != "forward" and len(plan.outputs) == 1 and not any(c.instructions for c in plan.chains):
+            v = plan.values[plan.outputs[0]]
+            if v.kind in ("int", "bool", "double"):
+                meta[plan.name] = v.val
     return {"vocab": vocab, "inputs": ins, "outputs": outs, "operators": ops, "kv_updates": kv,
-            "layers": kv // 2 if kv else None, "methods": [p.name for p in art.program.execution_plan]}
+            "layers": kv // 2 if kv else None, "methods": [p.name for p in art.program.execution_plan],
+            "metadata": meta, "max_seq_len": meta.get("get_max_seq_len")}
+
+
+def _check_fits(facts: dict[str, Any], path: str, n: int, generate: int) -> None:
+    """The prompt (and ``generate`` more tokens) fit the build: its KV cache, or its input without one."""
+    ins = facts.get("inputs") or []
+    more = f" + {generate} to generate" if generate else ""
+    if len(ins) == 2:  # tokens + input_pos: a KV cache
+        cap = facts.get("max_seq_len")
+        if cap and n + generate > cap:
+            raise EtlensError(f"{path}: {n} prompt tokens{more} exceed the KV cache's {cap} positions "
+                              f"(--generate at most {max(cap - n, 0)}, or a shorter prompt)")
+    elif len(ins) == 1 and ins[0] and len(ins[0]) == 2 and n + max(generate - 1, 0) > ins[0][1]:
+        raise EtlensError(f"{path}: {n} prompt tokens{more} exceed the {ins[0][1]} tokens the program takes per "
+                          f"call (no KV cache; --generate at most {max(ins[0][1] - n + 1, 0)})")
 
 
 def _comparable(a: dict[str, Any], b: dict[str, Any], na: str, nb: str) -> None:
@@ -230,6 +253,9 @@ def llm_diff(base: Side, new: Side, tokens: Sequence[int], *, layers: bool = Tru
             if side.etrecord is not None and not os.path.isfile(side.etrecord):
                 raise EtlensError(f"{side.etrecord}: no such file ({name} build's ETRecord)")
     _comparable(facts["base"], facts["new"], base.path, new.path)
+    for name, side in sides.items():
+        if facts[name]["kind"] == "pte":
+            _check_fits(facts[name], side.path, len(tokens), generate)
     for name in sides:
         v = facts[name].get("vocab")
         if v and max(tokens) >= v:
