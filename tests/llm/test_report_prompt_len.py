@@ -86,3 +86,25 @@ def test_report_prompt_len_goes_with_etdump(tmp_path, capsys):
     code, _, err = _cli(["report", "--dataset", str(tmp_path), "--prompt-len", "8", "-o", str(tmp_path / "r.html")],
                         capsys)
     assert code == 1 and "--prompt-len goes with --etdump" in err
+
+
+def test_collect_prompt_len_labels_a_static_prompt_prefill(llm_phases, tmp_path, capsys):
+    """A static-shape program feeds its prompt one token per run, like decode steps: without prompt lengths
+    the fleet's ``phase`` column counts only each session's first run as prefill; with them, every run's
+    phase and session equal the run log's (collect --prompt-len)."""
+    from etlens.fleet.sql import query
+
+    case = llm_phases["static/multi3"]
+    truth = [c for c in case.calls if c["method"] == "forward"]
+    got = {}
+    for flag in ([], ["--prompt-len", _prompt_lens(case)]):
+        ds = str(tmp_path / f"fleet{len(flag)}")
+        code, _, err = _cli(["collect", case.etdump, "-o", ds, "--etrecord", case.etrecord, "-j", "1", *flag],
+                            capsys)
+        assert code == 0, err
+        got[bool(flag)] = query(ds, "SELECT phase, session FROM runs WHERE phase IS NOT NULL ORDER BY run")
+    assert [(r["phase"], r["session"]) for r in got[True]] == [(c["phase"], c["session"]) for c in truth]
+    assert sum(r["phase"] == "prefill" for r in got[False]) == len(case.sessions) < sum(p for p, _ in case.sessions)
+    with pytest.raises(SystemExit) as exc:
+        _cli(["collect", case.etdump, "-o", str(tmp_path / "bad"), "--prompt-len", "4,x"], capsys)
+    assert exc.value.code == 2

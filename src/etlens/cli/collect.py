@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ._common import add_command
-from .options import EXIT_OK
+from .options import EXIT_OK, add_prompt_len
 
 
 def register(sub) -> None:
@@ -29,6 +29,9 @@ def register(sub) -> None:
     p.add_argument("-j", "--jobs", type=int, help="worker processes (default: all cores)")
     p.add_argument("--engine", choices=["local", "spark"], default="local",
                    help="local processes (default) or Spark (binaryFiles -> parser per partition -> Parquet)")
+    add_prompt_len(p, "an LLM's prompt length in tokens (one value for every generate session of every dump, or "
+                      "one per session in order) for the phase column of timing-only dumps: a static-shape "
+                      "program's prompt runs are then prefill, not decode (as `etlens inspect --llm --prompt-len`)")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--replace", action="store_true",
                      help="swap the rows of dumps the dataset already holds (same content, any --meta) for these")
@@ -59,13 +62,14 @@ def run(args) -> int:
     if args.engine == "spark":
         from ..fleet.spark import spark_collect
 
-        res = spark_collect(args.inputs, args.output, meta=meta, etrecord=args.etrecord, pte=args.pte, mode=mode)
+        res = spark_collect(args.inputs, args.output, meta=meta, etrecord=args.etrecord, pte=args.pte, mode=mode,
+                            prompt_lens=args.prompt_len)
         for path, reason in res.skipped:
             skip(path, reason)
     else:
         from ..fleet import collect
 
         res = collect(args.inputs, args.output, meta=meta, etrecord=args.etrecord, pte=args.pte, jobs=args.jobs,
-                      on_skip=skip, mode=mode)
+                      on_skip=skip, mode=mode, prompt_lens=args.prompt_len)
     print(res.message())
     return EXIT_OK

@@ -157,7 +157,8 @@ def _dict_column(values: list, indices: np.ndarray):
 
 
 def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,
-              extra_meta: list[str] | None = None, data: bytes | None = None, *, fast: bool = True):
+              extra_meta: list[str] | None = None, data: bytes | None = None, *, fast: bool = True,
+              prompt_lens: list[int] | None = None):
     """The rows of one ETDump as a :class:`pyarrow.Table` (schema :func:`~.columns.arrow_schema`, then the
     LLM columns ``phase`` and ``session`` of :func:`~.phases.with_phases`).
 
@@ -169,6 +170,7 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
     FlatBuffer, structure and attribution cached per program); a dump whose ETRecord attribution
     does not match its blocks, and a file it cannot read, go through :func:`reference_rows`, the
     Inspector-based reference (which gives the same rows, or names what is wrong with the file).
+    ``prompt_lens``: an LLM's prompt lengths for the ``phase`` column (:func:`~.phases.with_phases`).
     """
     from .phases import with_phases
 
@@ -180,8 +182,8 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
         except (EtlensError, ValueError, IndexError, KeyError, OverflowError):
             table = None        # a corrupt file: the reference path names what is wrong
         if table is not None:
-            return with_phases(table, record)
-    return with_phases(reference_rows(path, record, meta, extra_meta, data), record)
+            return with_phases(table, record, prompt_lens)
+    return with_phases(reference_rows(path, record, meta, extra_meta, data), record, prompt_lens)
 
 
 def reference_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,
@@ -269,6 +271,7 @@ def one_line(exc: BaseException) -> str:
 
 def _ingest_batch(paths: list[str], staged: str, name: str, record_path: str | None, meta: dict[str, str | None],
                   extra_meta: list[str], compression: str, mode: str = "append",
+                  prompt_lens: list[int] | None = None,
                   present: dict[tuple[str, str], int] | None = None) -> BatchResult:
     """Stream ``paths`` into the staged part ``staged`` (to be committed as ``name``).
 
@@ -296,7 +299,7 @@ def _ingest_batch(paths: list[str], staged: str, name: str, record_path: str | N
                 out.present.append((p, runs_of[key] if writer.seen(key) else present[key]))
                 continue
             try:
-                table = dump_rows(p, record, meta, extra_meta, data=data)
+                table = dump_rows(p, record, meta, extra_meta, data=data, prompt_lens=prompt_lens)
             except (EtlensError, OSError, ValueError, IndexError, KeyError, OverflowError) as exc:
                 out.skipped.append((p, one_line(exc)))
                 continue
@@ -323,7 +326,7 @@ def _batches(paths: list[str], jobs: int, max_batch: int = 64) -> list[list[str]
 def collect(inputs: Iterable[str], dataset: str, *, meta: dict[str, str] | None = None, etrecord: str | None = None,
             pte: str | None = None, jobs: int | None = None, progress: bool | None = None,
             on_skip: Callable[[str, str], Any] | None = None, compression: str = "zstd",
-            mode: str = "skip") -> CollectResult:
+            mode: str = "skip", prompt_lens: list[int] | None = None) -> CollectResult:
     """Add every profiling event of every run of ``inputs`` (files or directories) to ``dataset``.
 
     ``meta``: constant columns for these files (``device``, ``build``, ``model`` or any key);
@@ -332,7 +335,8 @@ def collect(inputs: Iterable[str], dataset: str, *, meta: dict[str, str] | None 
     are skipped and reported through ``on_skip(path, reason)`` and :attr:`CollectResult.skipped`.
     ``mode``: what to do with a dump the dataset already holds under the same metadata — ``skip`` it
     (default: collecting twice adds nothing), ``replace`` the rows of every dump with the same content,
-    or ``append`` them again (:mod:`.store`).
+    or ``append`` them again (:mod:`.store`). ``prompt_lens``: an LLM's prompt length per generate session
+    (one value: every session of every dump), for the ``phase`` column (:func:`~.phases.with_phases`).
     """
     from .._progress import progress as bar
 
@@ -369,7 +373,7 @@ def collect(inputs: Iterable[str], dataset: str, *, meta: dict[str, str] | None 
         # the identities already in the dataset: a module global, inherited by forked workers (not pickled
         # into every batch's arguments: a big dataset holds many)
         _PRESENT = {k: s.runs for k, s in committer.present().items()} if mode == "skip" else {}
-        args = [(b, staging.path(n), n, etrecord, meta, extra, compression, mode, None)
+        args = [(b, staging.path(n), n, etrecord, meta, extra, compression, mode, prompt_lens, None)
                 for b, n in zip(batches, names)]
         with bar(total=len(paths), desc="collect", unit="file", enabled=progress) as pbar:
             def done(batch: list[str], out: BatchResult) -> None:
@@ -383,19 +387,20 @@ def collect(inputs: Iterable[str], dataset: str, *, meta: dict[str, str] | None 
                 for a in args:
                     done(a[0], _ingest_batch(*a))
             else:
-                _parallel(args, jobs, done, warm=(paths[0], etrecord, meta, extra))
+                _parallel(args, jobs, done, warm=(paths[0], etrecord, meta, extra, prompt_lens))
     res.seconds = time.perf_counter() - t0
     return res
 
 
-def _warm(path: str, record_path: str | None, meta: dict[str, str | None], extra_meta: list[str]) -> None:
+def _warm(path: str, record_path: str | None, meta: dict[str, str | None], extra_meta: list[str],
+          prompt_lens: list[int] | None = None) -> None:
     """Read one dump in this process before forking the workers: the imports, the program's block
     structure and its ETRecord attribution (a full Inspector, the costly part) are then computed
     once and inherited by every worker instead of once per worker. Errors are left to the worker."""
     import pyarrow.parquet  # noqa: F401 - imported once, inherited
 
     try:
-        dump_rows(path, record_at(record_path), meta, extra_meta)
+        dump_rows(path, record_at(record_path), meta, extra_meta, prompt_lens=prompt_lens)
     except Exception:  # noqa: BLE001 - the worker reading this file reports it
         pass
 

@@ -40,8 +40,10 @@ def _codes(table: Any, name: str) -> tuple[np.ndarray, list]:
     return codes, values
 
 
-def with_phases(table: Any, record: Any = None) -> Any:
-    """``table`` (one ETDump's rows) with the :data:`~.columns.LLM_COLUMNS` appended."""
+def with_phases(table: Any, record: Any = None, prompt_lens: Any = None) -> Any:
+    """``table`` (one ETDump's rows) with the :data:`~.columns.LLM_COLUMNS` appended. ``prompt_lens``: the
+    prompt length of every generate session of the dump (one value), or one per session in order
+    (``etlens collect --prompt-len``): a static-shape program's prompt runs are then labelled ``prefill``."""
     import pyarrow as pa
 
     from ..analysis.llm_phases import is_llm_name, label_rows
@@ -59,7 +61,7 @@ def with_phases(table: Any, record: Any = None) -> Any:
                                 name_codes, names, table.column("duration_ms").to_numpy(zero_copy_only=False),
                                 table.column("start").to_numpy(),
                                 table.column("inside_delegate").to_numpy(zero_copy_only=False),
-                                handle_codes, handles, record)
+                                handle_codes, handles, record, prompt_lens)
     runs = table.column("run").to_numpy()
     if labels:
         ids = np.array(sorted(labels), np.int64)

@@ -92,7 +92,7 @@ def spark_query(dataset: str, sql: str) -> tuple[list[str], list[tuple]]:
 
 
 def _partition(records: Iterator[tuple[str, bytes]], staging: str, record_path: str | None, meta: dict,
-               extra: list[str], mode: str, present: dict) -> Iterator[Any]:
+               extra: list[str], mode: str, present: dict, prompt_lens: list[int] | None = None) -> Iterator[Any]:
     """One Spark partition: its ETDumps into one staged part (:class:`~.ingest.BatchResult`, committed by the
     driver)."""
     from .ingest import BatchResult, dump_rows, one_line, record_at
@@ -114,7 +114,7 @@ def _partition(records: Iterator[tuple[str, bytes]], staging: str, record_path: 
                 out.present.append((local, runs_of[key] if writer.seen(key) else present[key]))
                 continue
             try:
-                table = dump_rows(local, record, meta, extra, data=data)
+                table = dump_rows(local, record, meta, extra, data=data, prompt_lens=prompt_lens)
             except (EtlensError, OSError, ValueError, IndexError, KeyError, OverflowError) as exc:
                 out.skipped.append((local, one_line(exc).replace("<etdump bytes>", local)))
                 continue
@@ -131,7 +131,8 @@ def _partition(records: Iterator[tuple[str, bytes]], staging: str, record_path: 
 
 
 def spark_collect(inputs: list[str], dataset: str, *, meta: dict[str, str] | None = None, etrecord: str | None = None,
-                  pte: str | None = None, partitions: int | None = None, mode: str = "skip"):
+                  pte: str | None = None, partitions: int | None = None, mode: str = "skip",
+                  prompt_lens: list[int] | None = None):
     """:func:`etlens.fleet.ingest.collect` on Spark: ``binaryFiles`` → etlens' parser per partition → staged
     Parquet parts → committed by this driver (``mode`` as in :func:`~etlens.fleet.ingest.collect`)."""
     from .columns import META_COLUMNS
@@ -162,7 +163,8 @@ def spark_collect(inputs: list[str], dataset: str, *, meta: dict[str, str] | Non
         rec = os.path.abspath(etrecord) if etrecord else None
         where = staging.dir
         known = sc.broadcast(present)      # shipped once per executor, not with every task
-        outs = rdd.mapPartitions(lambda it: _partition(it, where, rec, meta, extra, mode, known.value)).collect()
+        outs = rdd.mapPartitions(lambda it: _partition(it, where, rec, meta, extra, mode, known.value,
+                                                       prompt_lens)).collect()
         known.unpersist()
         for out in outs:
             res.add_batch(out, committer)
