@@ -66,20 +66,6 @@ def _short(items, limit: int = 4) -> str:
     return ", ".join(map(str, items[:limit])) + f", ... (+{len(items) - limit})"
 
 
-def _user_frame(stack_trace: str | None) -> str | None:
-    """The innermost frame of the user's code (not torch's): ``file:line in fn: source``."""
-    if not stack_trace:
-        return None
-    import re
-
-    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', stack_trace)
-    if not frames:
-        return stack_trace.strip().splitlines()[0]
-    mine = [f for f in frames if "site-packages" not in f[0] and "/torch/" not in f[0]] or frames
-    path, line, fn, src = mine[-1]
-    return f"{path}:{line} in {fn}: {src.strip()}"
-
-
 def run(args) -> int:
     import os
 
@@ -151,7 +137,9 @@ def run(args) -> int:
             lines += ["", f"{len(crossing)} of {len(df)} groups {side} threshold {args.threshold:g}"]
             if first is not None:
                 lines.append(str(first))
-                frame = _user_frame(first.stack_trace)
+                from ..build.inside.graph import user_frame
+
+                frame = user_frame(first.stack_trace)
                 if frame:
                     lines.append("  at " + frame)
         if explain is not None and len(explain):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Exposure", "plan", "instrument", "capture", "value_of", "node_module_path", "node_source_line", "VIEW_LIKE",
-           "FUSED_ACTIVATIONS"]
+           "FUSED_ACTIVATIONS", "user_frame"]
 
 #: ops whose output is their input's data (or a no-op): nothing new to compare, and exposing one
 #: can turn an output of a partition into one of its inputs
@@ -133,17 +133,22 @@ def node_module_path(node: Any) -> str | None:
     return re.sub(r"\[(\d+)\]", r".\1", path) or None
 
 
-def node_source_line(node: Any) -> str | None:
-    """``file:line in fn: source`` of the innermost user frame (not torch's) in the node's stack trace."""
-    trace = node.meta.get("stack_trace")
-    if not trace:
+def user_frame(stack_trace: str | None) -> str | None:
+    """``file:line in fn: source`` of the innermost frame of the user's code (not torch's, not an installed
+    package's) in a Python stack trace (an FX node's ``stack_trace``); its first line when it has no frames."""
+    if not stack_trace:
         return None
-    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', trace)
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', stack_trace)
     if not frames:
-        return trace.strip().splitlines()[0]
+        return stack_trace.strip().splitlines()[0]
     mine = [f for f in frames if "site-packages" not in f[0] and "/torch/" not in f[0]] or frames
     path, line, fn, src = mine[-1]
     return f"{path}:{line} in {fn}: {src.strip()}"
+
+
+def node_source_line(node: Any) -> str | None:
+    """``file:line in fn: source`` of the innermost user frame (not torch's) in the node's stack trace."""
+    return user_frame(node.meta.get("stack_trace"))
 
 
 def _outputs(graph: Any) -> list:
