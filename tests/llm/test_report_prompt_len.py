@@ -1,10 +1,11 @@
-"""``etlens report --prompt-len``: the report's LLM section of a timing-only dump with exact token counts.
+"""``etlens report --prompt-len`` / ``collect --prompt-len``: timing-only LLM dumps with exact token counts.
 
 On the phase corpus (``tests/llm/build_phases.py``: export_llama programs run without a debug buffer, with
 the run log of every call), given the run log's prompt lengths the report must show what
 ``etlens inspect --llm --prompt-len`` shows: every run's label (``prefill (8 tokens)`` / ``decode``), session
 and token count equal to the run log, and the same per-session TTFT and tokens/s; the page is checked in
-headless Chromium. Bad values are usage errors (exit 2) caught when the command line is parsed.
+headless Chromium. ``collect`` with them gives the fleet dataset's ``phase`` column of a static program's
+prompt runs right. Bad values are usage errors (exit 2) caught when the command line is parsed.
 """
 
 from __future__ import annotations
