@@ -8,6 +8,8 @@ against the TOSA graph the backend serialized (the sidecar's ``tosa_ops``).
 
 from __future__ import annotations
 
+import pytest
+
 from etlens.model.trace import Trace
 from etlens.readers.vela_sidecar import read_sidecar
 
@@ -78,8 +80,6 @@ def test_vela_fast_scratch_is_kept(ethosu_small):
 
 
 def test_a_damaged_sidecar_memory_field_is_a_clear_error():
-    import pytest
-
     from etlens.errors import FormatError
     from etlens.readers.vela_sidecar import parse_sidecar
 
@@ -93,3 +93,30 @@ def test_a_damaged_sidecar_memory_field_is_a_clear_error():
     assert sc.partitions[0].fast_scratch_bytes == 256 and sc.totals()["fast_scratch_bytes"] == 256
     del doc["partitions"][0]["memory"]  # a sidecar written before etlens kept Vela's memory figures
     assert parse_sidecar(doc, "m.vela.json").totals()["fast_scratch_bytes"] is None
+
+
+@pytest.mark.slow
+def test_a_failing_arm_pass_is_recorded_by_name(monkeypatch):
+    """A pass that raises inside the backend's preprocess becomes a failed ``pass`` snapshot named after it
+    (the program as it left it, the traceback), and the ``lower`` stage fails after it (no Vela run; 41 s wall
+    at load 9 on 2 cores)."""
+    from tests.conftest import HAS_EXECUTORCH
+
+    if not HAS_EXECUTORCH:
+        pytest.skip("needs the executorch extra")
+    import etlens
+    from executorch.backends.arm._passes.rewrite_conv_pass import RewriteConvPass
+    from tests.ethosu.models import build_cnn
+
+    def planted(self, graph_module):
+        raise ValueError("planted failure in RewriteConvPass")
+
+    monkeypatch.setattr(RewriteConvPass, "call", planted)
+    model, inputs = build_cnn()
+    tr = etlens.trace_passes(model, inputs, backend="ethos-u55-128", quantize=True, progress=False)
+    failed = tr.failed
+    assert failed is not None and failed.stage == "pass" and failed.name == "RewriteConvPass", failed
+    assert "inside the backend's preprocess" in failed.error["message"]
+    assert "planted failure" in failed.error["traceback"] and len(failed.graph) > 10
+    assert tr.snapshots[-1].stage == "lower" and tr.snapshots[-1].error is not None
+    assert "FoldAndAnnotateQParamsPass" in tr.pass_names()  # the passes before it were recorded

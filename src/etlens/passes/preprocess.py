@@ -63,7 +63,6 @@ class PreprocessRecorder:
             sources = fx_sources(program.graph_module, [n.name for n in prev]) if prev is not None else None
             graph = snap.program_graph(program, name, "pass", self.t.ids)
             self.t.add(name, "pass", graph, seconds, sources=sources, modified=modified)
-            self.t.done.append(name)
             self.passes += 1
         self._timed(record)
 
@@ -74,8 +73,9 @@ class PreprocessRecorder:
                 graph: Graph | None = snap.program_graph(program, name, "pass", self.t.ids)
             except Exception:  # noqa: BLE001 - fall back to the previous snapshot's graph
                 graph = None
-            self.t.fail(name, "pass", exc, f"pass {name} (inside the backend's preprocess) failed after "
-                                           f"{self.t.done}: {type(exc).__name__}: {exc}", graph)
+            self.t.fail(name, "pass", exc, f"pass {name} failed inside the backend's preprocess (partition "
+                                           f"{self.partitions - 1}; {self.passes} passes recorded before it): "
+                                           f"{type(exc).__name__}: {exc}", graph)
         self._timed(record)
 
 
