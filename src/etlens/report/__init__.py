@@ -80,7 +80,8 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
                           debug_buffer: str | None = None, pte: str | None = None, trace: Any = None,
                           title: str = "etlens report", subtitle: str = "", metric: str = "MSE",
                           gap_threshold: float | None = None, extra_files: dict[str, str] | None = None,
-                          on_stage: Any = None, inside: Any = None, method: str | None = None,
+                          on_stage: Any = None, inside: Any = None, introduced: Any = None,
+                          method: str | None = None,
                           failures: dict[str, str] | None = None,
                           prompt_lens: list[int] | None = None) -> ReportResult:
     """Write the report for device artifacts to ``output``; side files go next to it.
@@ -110,6 +111,7 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
         from .inside_section import attach
 
         attach(data, inside)
+    data.introduced = introduced  # culprits by introduced error (report.fix_section), quantized builds
     for stage, why in (failures or {}).items():  # optional stages of the build that failed
         data.failures.setdefault(stage, why)
     for stage, why in data.failures.items():
@@ -203,12 +205,18 @@ def report_from_session(session: Any, output: str, *, runs: int = 5, metric: str
             with span("inside the delegates"):
                 inside = _optional(session.failures, "inside the delegates",
                                    lambda: finish(race.result(), metric, gap_threshold))
+        introduced = None
+        if session.quantize:  # culprits by introduced error, in PyTorch (report.fix_section)
+            from .fix_section import compute
+
+            with span("introduced error"):
+                introduced = _optional(session.failures, "introduced error", lambda: compute(session))
         subtitle = (f"model {name} · backend {session.backend}{' · int8 (pt2e)' if session.quantize else ''} · "
                     f"{runs} runs on the ExecuTorch runtime")
         result = report_from_artifacts(arts.etdump, output, etrecord=arts.etrecord, debug_buffer=arts.debug_buffer,
                                        pte=arts.pte, trace=session.trace, title=title or f"etlens report: {name}",
                                        subtitle=subtitle, metric=metric, gap_threshold=gap_threshold,
-                                       extra_files=files, on_stage=bar.step, inside=inside,
+                                       extra_files=files, on_stage=bar.step, inside=inside, introduced=introduced,
                                        failures=session.failures)
         result.session = session
     return result

@@ -85,6 +85,7 @@ class ReportData:
     #: optional stages that failed, ``{stage: one line}`` (the numeric gap here; the build's from the session)
     failures: dict[str, str] = field(default_factory=dict)
     inside: Any = None  # InsideResult: per-op values inside delegates (report.inside)
+    introduced: Any = None  # report.fix_section.Introduced: culprits by introduced error (quantized builds)
     #: per-method timings (:class:`etlens.analysis.inspector.methods.MethodTiming`) and the headline's method
     methods: list = field(default_factory=list)
     method: str | None = None

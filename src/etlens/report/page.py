@@ -218,6 +218,10 @@ def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str])
     if data.gap_df is not None:
         page.sections.append(_gap_section(data))
     page.sections.extend(s for s in [inside.section(data)] if s is not None)
+    from . import fix_section
+
+    page.sections.extend(s for s in [fix_section.section(data, out_dir, stem, files)] if s is not None)
+    page.cards.extend(c for c in [fix_section.card(data)] if c is not None)
     page.sections.extend(memory_sections(inputs, out_dir, stem, files, page.notes, artifacts=data.artifacts))
     links = "".join(
         f"<li>{html.escape(label)}: <a href='{html.escape(os.path.relpath(path, out_dir))}'>"

@@ -1,0 +1,47 @@
+"""The report's "Culprits" section (report/fix_section.py) on the 6-layer activation-culprit MLP.
+
+PyTorch only (the build's own float and quantized modules; no lowering): the section ranks
+``layers.2`` first by introduced error while the accumulated error at it is tiny, suggests it as
+the recipe, and the summary card names it; a float build gets no section. The page with the
+overlay was checked in headless Chromium while building it (docs/fix.md); the slow end-to-end test
+of ``etlens report --quantize`` is tests/fix/test_fix_cli.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
+
+from culprits import make_case  # noqa: E402
+
+
+def test_culprits_section_ranks_by_introduced(tmp_path):
+    from etlens.build.session import BuildSession
+    from etlens.report.fix_section import card, compute, section
+
+    model, inputs, culprits = make_case("mlp_act", 0)
+    with BuildSession(model, inputs, backend="xnnpack", quantize=True) as session:
+        res = compute(session)
+    assert res.rows[0].module_path == culprits[0] and res.suggestion == culprits
+    assert res.suggestion_share > 0.9  # measured 98%
+    assert res.int8_snr_db < 10  # measured 2.2 dB
+    top, nxt = res.rows[0], res.rows[1]
+    assert top.accumulated < nxt.accumulated  # the gap table would point after the culprit
+    data = SimpleNamespace(introduced=res, reference_graph=None)
+    sec = section(data, str(tmp_path), "r", {})
+    assert sec.id == "culprits" and "culprits-table" in sec.body
+    assert '{"keep_float": ["layers.2"]}' in sec.body.replace("&quot;", '"')
+    first_row = sec.body.split("<tbody>")[1].split("</tr>")[0]
+    assert "layers.2" in first_row and "class='bad'" in first_row
+    assert card(data).value == "layers.2"
+    with BuildSession(model, inputs, backend="xnnpack", quantize=False) as float_session:
+        assert compute(float_session) is None
+    assert section(SimpleNamespace(introduced=None, reference_graph=None), str(tmp_path), "r", {}) is None
