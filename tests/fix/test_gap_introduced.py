@@ -85,3 +85,16 @@ def test_gap_cli_introduced_column(tmp_path):
     assert rows["layers.2"]["introduced_rank"] == 1  # introduced: where it is done
     assert rows["layers.2"]["introduced"] > 10 * rows["layers.3"]["introduced"]
     assert all("introduced" in r for r in doc["rows"])
+
+
+def test_fix_overlay_is_model_explorer_node_data(clusters, tmp_path):
+    from etlens.cli.fix import _write_overlay
+    from etlens.views.model_explorer import load_node_values
+
+    rows_c, _ = clusters
+    path = str(tmp_path / "introduced.json")
+    _write_overlay(path, rows_c)
+    values = load_node_values(path)  # what `etlens model-explorer … --node-data introduced=FILE` reads
+    assert values["linear_2"] == values["relu_2"] == rows_c[0].introduced
+    assert max(values, key=values.get) in rows_c[0].nodes
+    assert len(values) == sum(len(c.nodes) for c in rows_c)

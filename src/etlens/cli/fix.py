@@ -41,6 +41,10 @@ def register(sub) -> None:
                    help="most lowerings, the int8 build included (default 5)")
     p.add_argument("--runs", type=int, default=3, help="runtime runs per lowered candidate (default 3)")
     p.add_argument("--recipe-out", metavar="FILE", help="write the chosen recipe (JSON) here")
+    p.add_argument("--overlay-out", metavar="FILE",
+                   help="write the introduced error per node as JSON {node: NSR}: an overlay for `etlens "
+                        "model-explorer MODEL.etrecord --node-data introduced=FILE` (node names of the quantized "
+                        "graph, as in the ETRecord of `etlens report --quantize`)")
     p.add_argument("--work-dir", metavar="DIR", help="keep the candidates' .pte / .etdp here (default: a temporary "
                                                      "directory)")
     p.add_argument("--fail-below-snr", type=float, metavar="DB",
@@ -76,6 +80,8 @@ def run(args) -> int:
                             max_lowerings=args.max_lowerings, runs=args.runs, on_progress=progress)
     if args.recipe_out:
         res.recipe.save(args.recipe_out)
+    if args.overlay_out:
+        _write_overlay(args.overlay_out, res.culprits)
     doc = res.to_json()
     rows = [{**c.to_json(), "keep_float": " ".join(c.keep_float) or "(none: all int8)"} for c in res.candidates]
     emit(args, doc=doc, rows=rows, columns=_COLUMNS, text=lambda: _text(res))
@@ -87,6 +93,19 @@ def run(args) -> int:
         return gate_failed(f"the chosen recipe's output SNR {chosen.snr_db} dB is below --fail-below-snr "
                            f"{args.fail_below_snr:g}")
     return EXIT_OK
+
+
+def _write_overlay(path: str, culprits) -> None:
+    """``{node: introduced}`` for every node of every quantized cluster (Model Explorer node data)."""
+    import json
+    import math
+    import os
+
+    values = {n: c.introduced for c in culprits for n in c.nodes if math.isfinite(c.introduced)}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(values, f, indent=1)
+        f.write("\n")
 
 
 def _text(res) -> str:
