@@ -47,8 +47,8 @@ GEN = ("--generate", "16")
 
 
 def _reference(corpus, case: str, tmp_path_factory) -> np.ndarray:
-    path = os.path.join(corpus.dir, case, "reference_logits.npy")
-    gen = os.path.join(corpus.dir, case, "reference_greedy16.json")
+    d = corpus.cases[case].dir
+    path, gen = os.path.join(d, "reference_logits.npy"), os.path.join(d, "reference_greedy16.json")
     if not os.path.exists(path) or not os.path.exists(gen):
         script = os.path.join(os.path.dirname(__file__), "reference.py")
         subprocess.run([sys.executable, script, corpus.cases[case].pte, corpus.tokens, path, "16", gen], check=True,
@@ -58,7 +58,7 @@ def _reference(corpus, case: str, tmp_path_factory) -> np.ndarray:
 
 def _reference_greedy(corpus, case: str, tmp_path_factory) -> list[int]:
     _reference(corpus, case, tmp_path_factory)
-    return json.load(open(os.path.join(corpus.dir, case, "reference_greedy16.json")))
+    return json.load(open(os.path.join(corpus.cases[case].dir, "reference_greedy16.json")))
 
 
 def _kv_means(doc: dict) -> tuple[list[float], list[float]]:
