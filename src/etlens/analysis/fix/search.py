@@ -3,7 +3,9 @@
 1. **Rank.** Each quantized cluster's introduced error (its own error alone, measured at the model
    output; :func:`~etlens.analysis.numerics.introduced.introduced_errors`) orders the modules.
 2. **Simulate.** Candidates keep the top-1, top-2 … ranked modules in float (up to the budget:
-   ``max_float``, default two modules or 5% of the quantized modules, whichever is more). Each is
+   ``max_float``, default two modules or 5% of the quantized modules, whichever is more), and one
+   op-type set (:func:`type_candidate`: every module of the type whose modules introduce the most
+   error together; chosen only within the budget, else reported in the notes). Each is
    pt2e-quantized with :func:`~etlens.build.recipe.keep_float_quantizer` and run in PyTorch (the
    fake-quantized QDQ graph): seconds, no lowering.
 3. **Choose.** With ``target_snr``: the smallest set whose simulated output SNR reaches it (else the
@@ -35,7 +37,7 @@ from typing import Any, Callable
 
 from ...errors import EtlensError
 
-__all__ = ["Candidate", "FixResult", "fix_model", "default_budget", "output_error"]
+__all__ = ["Candidate", "FixResult", "fix_model", "default_budget", "output_error", "type_candidate"]
 
 
 @dataclass
@@ -43,6 +45,8 @@ class Candidate:
     """One keep-in-float set: simulated and (when lowered) measured on the runtime."""
 
     keep_float: list[str]
+    #: the module type when the set is "every quantized module of this type" (else ``None``)
+    op_type: str | None = None
     simulated_snr_db: float | None = None
     simulated_mse: float | None = None
     lowered: bool = False
@@ -194,6 +198,7 @@ def fix_model(session: Any, out_dir: str, *, target_snr: float | None = None, ma
 
     # -- simulate: top-k modules in float, in PyTorch (the QDQ graph) ------------------------------
     t1 = time.perf_counter()
+    simulated_extra: Candidate | None = None  # an op-type set over the budget: shown, never chosen
     simulated = [Candidate(keep_float=[], simulated_snr_db=base_snr, simulated_mse=base_mse)]
     for k in range(1, min(budget, 8) + 1):
         keep = ranked[:k]
@@ -210,6 +215,21 @@ def fix_model(session: Any, out_dir: str, *, target_snr: float | None = None, ma
         simulated.append(Candidate(keep_float=keep, simulated_snr_db=snr, simulated_mse=mse))
         if target_snr is not None and snr >= target_snr:
             break
+    typed = type_candidate(rows, ranked)
+    if typed is not None and not any(set(c.keep_float) == set(typed.keep_float) for c in simulated):
+        say(f"simulate: every {typed.op_type} in float ({len(typed.keep_float)} modules)")
+        try:
+            q = quantize_pt2e(session.model, inputs, session.config, calibration=session.calibration,
+                              exported=session.exported, quantizer=keep_float_quantizer(session.config,
+                                                                                         typed.keep_float))
+            with torch.no_grad():
+                typed.simulated_snr_db, typed.simulated_mse = output_error(q(*inputs), ref)
+            if len(typed.keep_float) <= budget:
+                simulated.append(typed)
+            else:
+                simulated_extra = typed
+        except Exception:  # noqa: BLE001 - an extra candidate: the per-module ones stand
+            typed = None
     seconds["simulate"] = time.perf_counter() - t1
     chosen = _choose(simulated, target_snr)
     notes: list[str] = []
@@ -239,9 +259,33 @@ def fix_model(session: Any, out_dir: str, *, target_snr: float | None = None, ma
                     notes={"snr_db": chosen.snr_db, "simulated_snr_db": chosen.simulated_snr_db,
                            "target_snr_db": target_snr})
     seconds["total"] = time.perf_counter() - t0
-    return FixResult(culprits=rows, candidates=lowered, simulated=simulated, recipe=recipe, budget=budget,
+    if simulated_extra is not None:
+        notes.append(f"keeping every {simulated_extra.op_type} in float ({len(simulated_extra.keep_float)} modules, "
+                     f"over the budget of {budget}) simulates at {_fmt_db(simulated_extra.simulated_snr_db)}")
+    return FixResult(culprits=rows, candidates=lowered, simulated=simulated + ([simulated_extra] if simulated_extra
+                                                                             else []), recipe=recipe, budget=budget,
                      quantized_modules=n_modules, target_snr_db=target_snr, lowerings=lowerings, seconds=seconds,
                      notes=notes, backend=backend)
+
+
+def type_candidate(rows: list[Any], ranked: list[str]) -> Candidate | None:
+    """The op-type candidate: every quantized module of the type whose modules introduce the most
+    error together (``keep every GELU``), when that type is a minority of at least two modules (a
+    type covering most of the model is "keep the model in float", not a recipe)."""
+    types: dict[str, list[str]] = {}
+    error: dict[str, float] = {}
+    for r in rows:
+        if not r.module_path or not r.module_type or not math.isfinite(r.introduced):
+            continue
+        paths = types.setdefault(r.module_type, [])
+        if r.module_path not in paths:
+            paths.append(r.module_path)
+        error[r.module_type] = error.get(r.module_type, 0.0) + r.introduced
+    fit = [t for t, paths in types.items() if 2 <= len(paths) <= len(ranked) // 2]
+    if not fit:
+        return None
+    best = max(fit, key=lambda t: error[t])
+    return Candidate(keep_float=[p for p in ranked if p in types[best]], op_type=best)
 
 
 def _fmt_db(v: float | None) -> str:
