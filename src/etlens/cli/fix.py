@@ -83,7 +83,7 @@ def run(args) -> int:
     if args.overlay_out:
         _write_overlay(args.overlay_out, res.culprits)
     doc = res.to_json()
-    rows = [{**c.to_json(), "keep_float": " ".join(c.keep_float) or "(none: all int8)"} for c in res.candidates]
+    rows = [{**c.to_json(), "keep_float": _keep(c) or "(none: all int8)"} for c in res.candidates]
     emit(args, doc=doc, rows=rows, columns=_COLUMNS, text=lambda: _text(res))
     for note in res.notes:
         print(f"etlens fix: note: {note}", file=console())
@@ -93,6 +93,11 @@ def run(args) -> int:
         return gate_failed(f"the chosen recipe's output SNR {chosen.snr_db} dB is below --fail-below-snr "
                            f"{args.fail_below_snr:g}")
     return EXIT_OK
+
+
+def _keep(c) -> str:
+    """A candidate's modules, with its op type when it is an "every module of this type" set."""
+    return (f"every {c.op_type}: " if getattr(c, "op_type", None) else "") + " ".join(c.keep_float)
 
 
 def _write_overlay(path: str, culprits) -> None:
@@ -118,7 +123,7 @@ def _text(res) -> str:
     lines.append(render_rows(["rank", "module_path", "type", "op", "introduced", "accumulated"], crow, "table"))
     lines.append(f"candidates (lowered and run; {res.lowerings} lowerings):")
     cols = ["keep_float", "snr_db", "mse", "latency_ms", "pte_bytes", "arena_bytes", "pareto", "chosen"]
-    lines.append(render_rows(cols, [[" ".join(c.keep_float) or "(all int8)", _r(c.snr_db), _r(c.mse, 4),
+    lines.append(render_rows(cols, [[_keep(c) or "(all int8)", _r(c.snr_db), _r(c.mse, 4),
                                      _r(c.latency_ms, 4), c.pte_bytes, c.arena_bytes, "*" if c.pareto else "",
                                      "<-" if c.chosen else ""] for c in res.candidates], "table"))
     lines.append(f"recipe: keep_float = {res.recipe.keep_float}")
