@@ -45,3 +45,18 @@ def test_culprits_section_ranks_by_introduced(tmp_path):
     with BuildSession(model, inputs, backend="xnnpack", quantize=False) as float_session:
         assert compute(float_session) is None
     assert section(SimpleNamespace(introduced=None, reference_graph=None), str(tmp_path), "r", {}) is None
+
+
+def test_no_suggestion_when_no_op_dominates(tmp_path):
+    from etlens.analysis.numerics.introduced import ClusterError
+    from etlens.report.fix_section import Introduced, card, section
+
+    rows = [ClusterError(rank=i + 1, module_path=f"layers.{i}", module_type="Linear", op="linear.default",
+                         nodes=[f"linear_{i}"], introduced=1e-4 / (i + 1), introduced_local=1e-5, accumulated=1e-4,
+                         introduced_snr_db=40.0, accumulated_snr_db=40.0) for i in range(3)]
+    res = Introduced(rows=rows, backend="xnnpack", int8_snr_db=32.0, applied=["layers.9"],
+                     suggestion_share=0.55)  # what compute() leaves after a recipe removed the culprit
+    data = SimpleNamespace(introduced=res, reference_graph=None)
+    body = section(data, str(tmp_path), "r", {}).body
+    assert "no single op dominates" in body and "keep_float" not in body and "layers.9" in body
+    assert card(data).value == "none dominates"

@@ -29,7 +29,10 @@ from typing import Any
 
 from .render import Card, Section, table_html, viewer_frame
 
-__all__ = ["Introduced", "compute", "section", "card", "MAX_CLUSTERS"]
+__all__ = ["Introduced", "compute", "section", "card", "MAX_CLUSTERS", "SUGGEST_NSR"]
+
+#: a culprit is suggested when its own error alone costs the output at least this NSR (SNR <= 30 dB)
+SUGGEST_NSR = 1e-3
 
 #: more quantized clusters than this and the section is skipped (each one re-runs the float model)
 MAX_CLUSTERS = 400
@@ -74,8 +77,9 @@ def compute(session: Any) -> Introduced | None:
     total = sum(r.introduced for r in rows if math.isfinite(r.introduced))
     top = next((r for r in rows if r.module_path), None)
     if top is not None:
-        res.suggestion = [top.module_path]
         res.suggestion_share = top.introduced / total if total > 0 else None
+        if top.introduced >= SUGGEST_NSR:
+            res.suggestion = [top.module_path]
     res.seconds = time.perf_counter() - t0
     return res
 
@@ -94,6 +98,10 @@ def card(data: Any) -> Card | None:
     if res is None or not res.rows:
         return None
     top = res.rows[0]
+    if not res.suggestion:
+        return Card("Top culprit (introduced)", "none dominates",
+                    f"the worst, {top.module_path or top.op}, alone: {_db(_finite(top.introduced_snr_db))} at the "
+                    f"output\nint8 output {_db(res.int8_snr_db)} vs float", "ok")
     return Card("Top culprit (introduced)", top.module_path or top.op,
                 f"{top.op}: {top.introduced:.3g} NSR at the output on its own"
                 + (f" ({res.suggestion_share:.0%} of all ops' own error)" if res.suggestion_share is not None else "")
@@ -128,8 +136,12 @@ def section(data: Any, out_dir: str, stem: str, files: dict[str, str]) -> Sectio
     lines = []
     if res.applied:
         lines.append(f"built with a recipe: kept in float {', '.join(res.applied)}")
-    if res.suggestion:
-        recipe = '{"keep_float": [' + ", ".join(f'"{p}"' for p in res.suggestion) + "]}"
+    if not res.suggestion:
+        top = res.rows[0]
+        lines.append(f"no single op dominates: the worst, {top.module_path or top.op}, alone keeps the output at "
+                     f"{_db(_finite(top.introduced_snr_db))} SNR; int8 output SNR vs float {_db(res.int8_snr_db)}")
+    else:
+        recipe = '{"keep_float": [' + ", ".join(f'"{p}"' for p in res.applied + res.suggestion) + "]}"
         share = f"{res.suggestion_share:.0%}" if res.suggestion_share is not None else "n/a"
         lines.append(f"suggested recipe: {recipe}")
         lines.append(f"  the top culprit: {share} of the summed introduced error; int8 output SNR vs float "
