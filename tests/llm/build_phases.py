@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
+
+from tests.llm.export_llama import (KV_SDPA_XNNPACK, export_llama, export_then_run, program_loader, save_checkpoint,
+                                    script_main, seeded_state_dict)
 
 PARAMS = {"dim": 64, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 512, "multiple_of": 32,
           "norm_eps": 1e-5, "rope_theta": 10000.0}
@@ -55,55 +56,37 @@ CASES: dict[str, dict[str, list[dict]]] = {
 }
 
 
-def export(mode: str, d: str) -> None:
-    """ExecuTorch's export_llama for ``mode`` in a child process (it imports a lot), in ``d``."""
-    with open(os.path.join(d, "params.json"), "w") as f:
-        json.dump(PARAMS, f)
-    with open(os.path.join(d, "export.log"), "w") as log:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--export", mode, d], cwd=d, stdout=log,
-                              stderr=subprocess.STDOUT)
-    if proc.returncode != 0 or not os.path.exists(os.path.join(d, "model.pte")):
-        tail = open(os.path.join(d, "export.log")).read()[-3000:]
-        raise SystemExit(f"export_llama failed for {mode} (exit {proc.returncode}):\n{tail}")
-
-
 def export_child(mode: str, d: str) -> None:
     """A seeded checkpoint of ExecuTorch's own Transformer, then ``export_llama`` on it (as its CLI)."""
-    import runpy
+    save_checkpoint(d, seeded_state_dict(PARAMS, MAX_SEQ_LEN, 38))
+    export_llama(MAX_SEQ_LEN, [*KV_SDPA_XNNPACK, *MODES[mode]])
 
+
+def run_child(mode: str, d: str) -> None:
+    """Child-process body: every case of ``mode``, each a fresh load with ETDump on, no debug buffer; the run
+    logs go to ``cases.json``."""
     import torch
-    from executorch.examples.models.llama.llama_transformer import construct_transformer
-    from executorch.examples.models.llama.model_args import ModelArgs
 
-    torch.manual_seed(38)
-    model = construct_transformer(ModelArgs(**PARAMS, max_seq_len=MAX_SEQ_LEN))
-    torch.save(model.state_dict(), os.path.join(d, "checkpoint.pth"))
-    n = str(MAX_SEQ_LEN)
-    sys.argv = ["export_llama", "--params", "params.json", "-c", "checkpoint.pth", "-kv", "--use_sdpa_with_kv_cache",
-                "-X", "--generate_etrecord", "--max_seq_length", n, "--max_context_length", n,
-                "--output_name", "model.pte", "-d", "fp32", *MODES[mode]]
-    runpy.run_module("executorch.examples.models.llama.export_llama", run_name="__main__")
+    from executorch.extension.pybindings import portable_lib
 
-
-def run_child(mode: str, d: str) -> dict:
-    """Child-process body: every case of ``mode``, each a fresh load with ETDump on, no debug buffer."""
-    import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  registers llama::custom_sdpa & co.
-    import torch
-    from executorch.extension.pybindings import portable_lib as pl
-
-    with open(os.path.join(d, "model.pte"), "rb") as f:
-        buf = f.read()  # keep a reference: the runtime reads the program from this buffer
+    if hasattr(portable_lib, "_unsafe_reset_threadpool"):
+        # One worker thread: on a loaded CI machine a parallel kernel waits for its slowest thread, so the
+        # multi-threaded attention kernel alone was slowed 3-10x in stretches of runs (CI, 2026-11-26), which
+        # drowns the position signal the tests check. (A phone profiles with its pool on an idle device.)
+        portable_lib._unsafe_reset_threadpool(1)
+    load = program_loader(d)
     static = "--disable_dynamic_shape" in MODES[mode]
     out = {}
     for k, case in enumerate(CASES[mode]):
-        m = pl._load_for_executorch_from_buffer(buf, enable_etdump=True)
+        m = load(enable_etdump=True)
         calls = _session_calls(m, case, static, torch.Generator().manual_seed(1000 + k))
         path = os.path.join(d, case["name"] + ".etdp")
         m.write_etdump_result_to_file(path)
         out[case["name"]] = {"etdump": f"{mode}/{case['name']}.etdp", "sessions": [list(x) for x in case["sessions"]],
                              "calls": calls}
         del m
-    return out
+    with open(os.path.join(d, "cases.json"), "w") as f:
+        json.dump(out, f, indent=1)
 
 
 def _session_calls(m, case: dict, static: bool, g) -> list[dict]:
@@ -144,43 +127,12 @@ def _session_calls(m, case: dict, static: bool, g) -> list[dict]:
 
 def build(out: str, mode: str) -> dict:
     d = os.path.join(out, mode)
-    os.makedirs(d, exist_ok=True)
-    t0 = time.time()
-    export(mode, d)
-    t1 = time.time()
-    with open(os.path.join(d, "run.log"), "w") as log:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--run", mode, d], stdout=log,
-                              stderr=subprocess.STDOUT, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    if proc.returncode != 0:
-        raise SystemExit(f"running {mode} failed (exit {proc.returncode}):\n"
-                         + open(os.path.join(d, "run.log")).read()[-3000:])
+    seconds = export_then_run(__file__, mode, d, PARAMS)
     with open(os.path.join(d, "cases.json")) as f:
         cases = json.load(f)
     return {"pte": f"{mode}/model.pte", "etrecord": f"{mode}/etrecord.bin", "dynamic_shape": not MODES[mode],
-            "params": PARAMS, "max_seq_len": MAX_SEQ_LEN, "cases": cases,
-            "build_seconds": {"export": round(t1 - t0, 1), "run": round(time.time() - t1, 1)}}
-
-
-def main(argv: list[str]) -> None:
-    if argv and argv[0] == "--export":
-        export_child(argv[1], argv[2])
-        return
-    if argv and argv[0] == "--run":
-        cases = run_child(argv[1], argv[2])
-        with open(os.path.join(argv[2], "cases.json"), "w") as f:
-            json.dump(cases, f, indent=1)
-        return
-    out, modes = argv[0], argv[1:] or list(MODES)
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, "manifest.json")
-    for mode in modes:
-        entry = build(out, mode)
-        manifest = json.load(open(path)) if os.path.exists(path) else {}
-        manifest[mode] = entry
-        with open(path, "w") as f:
-            json.dump(manifest, f, indent=1)
-        print(f"built {mode} in {sum(entry['build_seconds'].values()):.0f} s", flush=True)
+            "params": PARAMS, "max_seq_len": MAX_SEQ_LEN, "cases": cases, "build_seconds": seconds}
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    script_main(sys.argv[1:], names=list(MODES), build=build, export_child=export_child, run_child=run_child)
