@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -76,7 +77,9 @@ _HINTS = (
 def _import_file(path: str) -> Any:
     if not os.path.exists(path):
         raise MissingDataError(f"{path}: no such file (--model expects path/to/file.py:ATTR)")
-    mod_name = f"_etlens_user_{abs(hash(os.path.abspath(path)))}"
+    # a stable name (str hash() changes per process): it shows in traces' module paths and stack frames, and
+    # `trace --no-times` promises byte-identical output for the same model
+    mod_name = "_etlens_user_" + hashlib.sha1(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()[:16]
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
         raise EtlensError(f"{path}: cannot be imported as a Python file")
