@@ -232,10 +232,12 @@ def test_fleet_dataset_carries_phase_and_session(llm_phases, tmp_path, capsys):
 def test_prompt_len_errors(llm_phases, capsys):
     case = llm_phases["static/p8_g64"]
     base = ["inspect", "--etdump", case.etdump, "--etrecord", case.etrecord, "--llm"]
-    code, out, err = _cli([*base, "--prompt-len", "8,x"], capsys)
-    assert code == 1 and "--prompt-len" in err and "Traceback" not in err
-    code, out, err = _cli([*base, "--prompt-len", "0"], capsys)
-    assert code == 1 and "at least 1 token" in err
+    # a malformed value is a usage error at parse time (exit 2), as for report and collect
+    for bad, says in (("8,x", "--prompt-len"), ("0", "at least 1 token")):
+        with pytest.raises(SystemExit) as exc:
+            _cli([*base, "--prompt-len", bad], capsys)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and says in err and "Traceback" not in err, (bad, err)
     code, out, err = _cli([*base, "--prompt-len", "500"], capsys)   # static: one run per prompt token
     assert code == 1 and "only 72 forward run(s)" in err
 

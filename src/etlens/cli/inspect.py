@@ -19,7 +19,7 @@ import sys
 from .._progress import console
 from ._common import add_command, write_text
 from .emit import emit, render, wants_data
-from .options import EXIT_OK, add_output
+from .options import EXIT_OK, add_output, add_prompt_len
 
 __all__ = ["register", "run"]
 
@@ -50,9 +50,8 @@ def register(sub) -> None:
                         "time per operator class by phase. Labels are read from logged shapes with --debug-buffer, "
                         "else inferred from timings and the program (marked inferred). LLM dumps get a one-line "
                         "version in the summary automatically")
-    p.add_argument("--prompt-len", metavar="N[,N...]",
-                   help="prompt length in tokens (one value for every session, or one per session in order): "
-                        "exact token counts, TTFT and tokens/s on a timing-only dump")
+    add_prompt_len(p, "prompt length in tokens (one value for every session, or one per session in order): "
+                      "exact token counts, TTFT and tokens/s on a timing-only dump")
     p.set_defaults(func=run)
 
 
@@ -136,9 +135,7 @@ def run(args) -> int:
         if args.llm or not args.no_summary:
             from ..analysis.llm import llm_profile
 
-            from ..analysis.llm_phases import parse_prompt_lens
-
-            llm = llm_profile(insp, args.method, prompt_lens=parse_prompt_lens(getattr(args, "prompt_len", None)))
+            llm = llm_profile(insp, args.method, prompt_lens=getattr(args, "prompt_len", None))
             if args.llm and llm is None:
                 from ..errors import EtlensError
 
