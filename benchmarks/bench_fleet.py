@@ -68,7 +68,7 @@ def device_dump() -> tuple[str, str]:
     if not os.path.exists(out):
         os.makedirs(os.path.dirname(out), exist_ok=True)
         code = ("import sys; sys.path.insert(0, %r); from etlens.demos import deep_mlp; "
-                "from etlens.build.pipeline import run_with_etdump; m, x = deep_mlp(1000); "
+                "from etlens.builder.pipeline import run_with_etdump; m, x = deep_mlp(1000); "
                 "run_with_etdump(open(%r, 'rb').read(), x, %d, %r, None)" % (SRC, arts.pte, RUNS, out))
         subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     return out, arts.etrecord

@@ -60,7 +60,7 @@ def _cpu() -> float:
 
 def _build(name: str):
     if name.startswith("fault_"):
-        from tests.build.inside.faults import BUILDERS
+        from tests.builder.inside.faults import BUILDERS
 
         model, inputs, _ = BUILDERS[name[6:]]()
         return model, inputs
@@ -70,7 +70,7 @@ def _build(name: str):
 
 
 def etlens_once(name: str) -> dict:
-    from etlens.build.inside import inside_delegates
+    from etlens.builder.inside import inside_delegates
 
     model, inputs = _build(name)
     cpu, wall = _cpu(), time.perf_counter()
@@ -121,7 +121,7 @@ def main() -> None:
     if args.no_fault:
         return
 
-    from etlens.build.inside import inside_delegates
+    from etlens.builder.inside import inside_delegates
 
     model, inputs = _build("fault_mlp")
     res = inside_delegates(model, inputs, quantize=True, metric="SNR", threshold=10, bisect=True, observe=True,

@@ -53,7 +53,7 @@ def plain(name: str, out: str, runs: int = 5) -> None:
     from executorch.exir import to_edge_transform_and_lower
     from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
 
-    from etlens.build.debug_buffer import debug_buffer_bytes  # only to size the buffer as the report does
+    from etlens.builder.debug_buffer import debug_buffer_bytes  # only to size the buffer as the report does
 
     model, inputs = _build(name)
     os.makedirs(out, exist_ok=True)

@@ -40,10 +40,10 @@ LAYERS: list[frozenset[str]] = [
     frozenset({"model"}),  # the format-free graph/trace/events model (+ model.files: bounded, safe reads)
     frozenset({"readers"}),  # files -> model
     # model -> results (inspector, numerics, delegation); pass tracer; the build (export, quantize, lower,
-    # run: etlens.build). One level: the tracer uses the build's backend registry and the build traces
+    # run: etlens.builder). One level: the tracer uses the build's backend registry and the build traces
     # with the tracer; analyses run programs in the build's worker and the inside view compares with
     # analysis.comparators. No module cycle (checked below).
-    frozenset({"analysis", "passes", "fleet", "build"}),
+    frozenset({"analysis", "passes", "fleet", "builder"}),
     frozenset({"views"}),  # model objects and results -> HTML, tables, Perfetto, Model Explorer
     frozenset({"report"}),  # the one-page report: runs analyses, renders views
     frozenset({"__init__", "compat", "demos", "_version"}),  # facade: public names, compat classes, re-exports

@@ -48,12 +48,12 @@ BUILD = {
 
 
 def test_build_names_are_pinned_and_light():
-    """``etlens.build`` (the one way a model is exported, quantized, lowered and run): pinned, lazy."""
-    import etlens.build
+    """``etlens.builder`` (the one way a model is exported, quantized, lowered and run): pinned, lazy."""
+    import etlens.builder
 
-    assert set(etlens.build.__all__) == BUILD
-    for name in etlens.build.__all__:
-        assert getattr(etlens.build, name) is not None, name
-    code = "import sys, etlens.build; print(','.join(k for k in ('torch', 'executorch') if k in sys.modules))"
+    assert set(etlens.builder.__all__) == BUILD
+    for name in etlens.builder.__all__:
+        assert getattr(etlens.builder, name) is not None, name
+    code = "import sys, etlens.builder; print(','.join(k for k in ('torch', 'executorch') if k in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ""

@@ -23,7 +23,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run"]
 
 def report(model, inputs, out: str) -> str:
     from etlens.report import report_from_artifacts
-    from etlens.build.pipeline import build_and_run
+    from etlens.builder.pipeline import build_and_run
 
     arts = build_and_run(model, inputs, out, name="m", runs=3, debug_buffer_size=64 << 20)
     return report_from_artifacts(arts.etdump, os.path.join(out, "report.html"), etrecord=arts.etrecord,

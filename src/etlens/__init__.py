@@ -54,8 +54,8 @@ _EXPORTS: dict[str, str] = {
     "show": "etlens.compat",
     # pass tracer
     "trace_passes": "etlens.passes.tracer",
-    "register_backend": "etlens.build.backends",
-    "BackendConfig": "etlens.build.backends",
+    "register_backend": "etlens.builder.backends",
+    "BackendConfig": "etlens.builder.backends",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

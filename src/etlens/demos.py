@@ -1,6 +1,6 @@
 """The built-in demo models (``etlens demos``), public as ``etlens.demos``.
 
-They live in :mod:`etlens.build.demos` (the pass tracer, the report pipeline and ``--model``
+They live in :mod:`etlens.builder.demos` (the pass tracer, the report pipeline and ``--model``
 resolve demo names there); this module re-exports them for users and scripts::
 
     from etlens.demos import get_demo
@@ -9,5 +9,5 @@ resolve demo names there); this module re-exports them for users and scripts::
 
 from __future__ import annotations
 
-from .build.demos import *  # noqa: F401,F403
-from .build.demos import __all__  # noqa: F401
+from .builder.demos import *  # noqa: F401,F403
+from .builder.demos import __all__  # noqa: F401

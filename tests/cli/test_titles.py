@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from etlens.cli.main import main
-from etlens.build.loader import model_title
+from etlens.builder.loader import model_title
 
 
 def test_model_title_prefers_class_then_file_stem():

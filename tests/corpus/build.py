@@ -25,7 +25,7 @@ import traceback
 #: test_report_content_equals_plain_flow: fp32 and int8 cases of each family, sized to the CI budget (the
 #: other cases lower once, in the report; child_hook/ takes the delegation reference there). Not the
 #: recurrent cases: this plain flow hands the runtime the nested ``(x, (h0, c0))`` as given, which it
-#: rejects (a user flattens first); tests/build/test_nested_inputs.py covers them
+#: rejects (a user flattens first); tests/builder/test_nested_inputs.py covers them
 CONTENT_CASES = ("bert:fp32-xnnpack", "gpt2:fp32-xnnpack", "resnet:fp32-xnnpack",
                  "bert:int8-xnnpack", "resnet:int8-xnnpack", "vit:int8-xnnpack")
 
@@ -63,8 +63,8 @@ def _plain_flow(model, inputs, *, backend: str, quantize: bool, trace: bool, out
     import torch
     from executorch.exir import to_edge_transform_and_lower
 
-    from etlens.build.backends import get_backend
-    from etlens.build.quantize import quantize_pt2e
+    from etlens.builder.backends import get_backend
+    from etlens.builder.quantize import quantize_pt2e
 
     del trace
     cfg = get_backend(backend)
@@ -74,8 +74,8 @@ def _plain_flow(model, inputs, *, backend: str, quantize: bool, trace: bool, out
                                        generate_etrecord=True)
     from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
 
-    from etlens.build import oplibs
-    from etlens.build.debug_buffer import debug_buffer_bytes, trim_debug_buffer
+    from etlens.builder import oplibs
+    from etlens.builder.debug_buffer import debug_buffer_bytes, trim_debug_buffer
 
     os.makedirs(out, exist_ok=True)
     files = {k: os.path.join(out, f"plain.{k}") for k in ("pte", "etrecord", "etdp", "debug.bin")}
@@ -114,7 +114,7 @@ def build(out_dir: str, arch: str, config: str) -> dict:
     try:
         model, inputs = build_model(arch)
         rep = report_from_model(model, inputs, os.path.join(case_dir, "report.html"), name=arch, runs=2,
-                                inside_delegates=False,  # covered by tests/build/inside (its own cases)
+                                inside_delegates=False,  # covered by tests/builder/inside (its own cases)
                                 progress=False, **CONFIGS[config])
         result.update(ok=True, files=rep.files, total_latency_ms=rep.total_latency_ms, worst_gap=rep.worst_gap)
         if os.path.exists(delegation_out):  # else the test says the reference is missing

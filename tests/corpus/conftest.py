@@ -30,8 +30,8 @@ BUILD_TIMEOUT = 900
 #: what a build depends on: the models, the build script, and the toolchain steps of the pipeline (as
 #: tests/conftest.py keys the fixtures); CI starts from an empty cache, so every build there is fresh
 BUILD_SOURCES = ("tests/corpus/models.py", "tests/corpus/build.py", "tests/corpus/child_hook/sitecustomize.py",
-                 "src/etlens/build/pipeline.py",
-                 "src/etlens/build/quantize.py", "src/etlens/build/backends.py")
+                 "src/etlens/builder/pipeline.py",
+                 "src/etlens/builder/quantize.py", "src/etlens/builder/backends.py")
 
 
 def _source_key() -> str:

@@ -4,7 +4,7 @@
 recording the Arm backend's passes as a trace) serves the fast tests; ``ethosu_corpus`` (the other
 models of tests/ethosu/models.py, ``build_corpus.CORPUS``: both targets, the transformer block on the
 U55 only; several minutes) the ``corpus``-marked ones. Both are built once per content of the
-builder, the models, etlens.build.ethosu and etlens.passes.preprocess into ``$ETLENS_FIXTURE_CACHE``
+builder, the models, etlens.builder.ethosu and etlens.passes.preprocess into ``$ETLENS_FIXTURE_CACHE``
 and reused.
 """
 
@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import HAS_EXECUTORCH, ROOT, build_once
 
 HERE = Path(__file__).resolve().parent
-SOURCES = (HERE / "models.py", ROOT / "src" / "etlens" / "build" / "ethosu.py",
+SOURCES = (HERE / "models.py", ROOT / "src" / "etlens" / "builder" / "ethosu.py",
            ROOT / "src" / "etlens" / "passes" / "preprocess.py")
 
 

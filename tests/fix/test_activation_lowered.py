@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.executorch]
 
 def test_activation_culprit_fixed_on_xnnpack(tmp_path):
     from etlens.analysis.fix import fix_model
-    from etlens.build.session import BuildSession
+    from etlens.builder.session import BuildSession
 
     model, inputs, culprits = make_case("mlp_act", 0)
     with BuildSession(model, inputs, backend="xnnpack", quantize=True) as s:

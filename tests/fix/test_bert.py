@@ -30,8 +30,8 @@ pytestmark = pytest.mark.slow
 def test_bert_ffn_activation_culprit(seed):
     from etlens.analysis.fix.search import output_error
     from etlens.analysis.numerics.introduced import introduced_errors
-    from etlens.build.quantize import quantize_pt2e
-    from etlens.build.recipe import keep_float_quantizer
+    from etlens.builder.quantize import quantize_pt2e
+    from etlens.builder.recipe import keep_float_quantizer
 
     model, inputs, culprits = make_case("bert", seed)
     ep = torch.export.export(model, inputs)

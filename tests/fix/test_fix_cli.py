@@ -27,8 +27,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.executorch]
 
 
 def _mse(model, inputs, ep, keep):
-    from etlens.build.quantize import quantize_pt2e
-    from etlens.build.recipe import keep_float_quantizer
+    from etlens.builder.quantize import quantize_pt2e
+    from etlens.builder.recipe import keep_float_quantizer
 
     q = quantize_pt2e(model, inputs, "xnnpack", exported=ep, quantizer=keep_float_quantizer("xnnpack", keep))
     with torch.no_grad():

@@ -28,7 +28,7 @@ from culprits import make_case, write_model_file  # noqa: E402
 @pytest.fixture(scope="module")
 def clusters():
     from etlens.analysis.numerics.introduced import introduced_errors
-    from etlens.build.quantize import quantize_pt2e
+    from etlens.builder.quantize import quantize_pt2e
 
     model, inputs, culprits = make_case("mlp_act", 0)
     ep = torch.export.export(model, inputs)
@@ -38,7 +38,7 @@ def clusters():
 
 def test_rows_get_their_clusters_introduced_error(clusters):
     from etlens.analysis.numerics.introduced import attach_introduced
-    from etlens.build.inside.result import InsideResult
+    from etlens.builder.inside.result import InsideResult
 
     rows_c, culprits = clusters
     by_path = {c.module_path: c for c in rows_c}

@@ -28,7 +28,7 @@ from etlens.errors import EtlensError  # noqa: E402
 
 def _case(kind: str, seed: int):
     from etlens.analysis.numerics.introduced import introduced_errors
-    from etlens.build.quantize import quantize_pt2e
+    from etlens.builder.quantize import quantize_pt2e
 
     model, inputs, culprits = make_case(kind, seed)
     ep = torch.export.export(model, inputs)
@@ -38,8 +38,8 @@ def _case(kind: str, seed: int):
 
 
 def _mse(model, inputs, ep, keep):
-    from etlens.build.quantize import quantize_pt2e
-    from etlens.build.recipe import keep_float_quantizer
+    from etlens.builder.quantize import quantize_pt2e
+    from etlens.builder.recipe import keep_float_quantizer
 
     q = quantize_pt2e(model, inputs, "xnnpack", exported=ep, quantizer=keep_float_quantizer("xnnpack", keep))
     with torch.no_grad():
@@ -78,8 +78,8 @@ def test_rows_are_ranked_and_json_ready():
 
 def test_keep_float_leaves_module_unquantized():
     from etlens.analysis.numerics.introduced import is_qdq_node
-    from etlens.build.quantize import quantize_pt2e
-    from etlens.build.recipe import keep_float_quantizer, node_under
+    from etlens.builder.quantize import quantize_pt2e
+    from etlens.builder.recipe import keep_float_quantizer, node_under
 
     model, inputs, _ = make_case("mlp", 0)
     ep = torch.export.export(model, inputs)
@@ -101,8 +101,8 @@ def test_keep_float_leaves_module_unquantized():
 def test_keep_float_fixes_an_activation_culprit_in_simulation():
     """An activation culprit: its consumer would quantize the outlier again; the recipe keeps the edge float."""
     from etlens.analysis.numerics.introduced import snr_db
-    from etlens.build.quantize import quantize_pt2e
-    from etlens.build.recipe import keep_float_quantizer
+    from etlens.builder.quantize import quantize_pt2e
+    from etlens.builder.recipe import keep_float_quantizer
 
     model, inputs, culprits = make_case("mlp_act", 0)
     ep = torch.export.export(model, inputs)
@@ -115,7 +115,7 @@ def test_keep_float_fixes_an_activation_culprit_in_simulation():
 
 
 def test_recipe_roundtrip_and_errors(tmp_path):
-    from etlens.build.recipe import Recipe, check_paths
+    from etlens.builder.recipe import Recipe, check_paths
 
     path = Recipe(keep_float=["layers.1"], backend="xnnpack").save(str(tmp_path / "r.json"))
     assert Recipe.load(path).keep_float == ["layers.1"]

@@ -40,8 +40,8 @@ def _model():
 def test_type_candidate_keeps_every_proj():
     from etlens.analysis.fix.search import type_candidate
     from etlens.analysis.numerics.introduced import introduced_errors, snr_db
-    from etlens.build.quantize import quantize_pt2e
-    from etlens.build.recipe import keep_float_quantizer
+    from etlens.builder.quantize import quantize_pt2e
+    from etlens.builder.recipe import keep_float_quantizer
 
     model, inputs = _model()
     ep = torch.export.export(model, inputs)

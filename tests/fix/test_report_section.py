@@ -24,7 +24,7 @@ from culprits import make_case  # noqa: E402
 
 
 def test_culprits_section_ranks_by_introduced(tmp_path):
-    from etlens.build.session import BuildSession
+    from etlens.builder.session import BuildSession
     from etlens.report.fix_section import card, compute, section
 
     model, inputs, culprits = make_case("mlp_act", 0)

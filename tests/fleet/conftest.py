@@ -21,8 +21,8 @@ MAKER = Path(__file__).with_name("make_fleet.py")
 
 
 def _pipeline_source() -> bytes:
-    """The build pipeline's source (part of the cache key): etlens.build.pipeline (earlier etlens.report.pipeline)."""
-    for rel in ("src/etlens/build/pipeline.py", "src/etlens/report/pipeline.py"):
+    """The build pipeline's source (part of the cache key): etlens.builder.pipeline (earlier etlens.report.pipeline)."""
+    for rel in ("src/etlens/builder/pipeline.py", "src/etlens/report/pipeline.py"):
         if (ROOT / rel).exists():
             return (ROOT / rel).read_bytes()
     return b""

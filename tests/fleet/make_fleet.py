@@ -41,7 +41,7 @@ def make_model(width: int):
 
 
 def build(out: str) -> dict:
-    from etlens.build.pipeline import build_and_run, run_with_etdump
+    from etlens.builder.pipeline import build_and_run, run_with_etdump
 
     manifest: dict = {"builds": {}, "dumps": []}
     for build_name, width in (("n", NARROW), ("n+1", WIDE)):

@@ -58,7 +58,7 @@ def make_model(head: int):
 
 def lower(out: str) -> dict:
     """Lower every build (real toolchain, a child each); ``{name: {pte, etrecord, head}}``."""
-    from etlens.build.pipeline import build_and_run
+    from etlens.builder.pipeline import build_and_run
 
     builds = {}
     for name, head in BUILDS.items():

@@ -129,7 +129,7 @@ def _rezip(src: str, dst: str) -> None:
 def lower(out: str, programs: str) -> dict:
     """Lower every (model, build) with the real toolchain: the ``.pte`` into ``programs`` (not checked in: the
     tests only need the ETRecord; its sha256 goes in the manifest), the ``.etrecord`` into ``out``."""
-    from etlens.build.pipeline import build_and_run
+    from etlens.builder.pipeline import build_and_run
 
     builds = {}
     for model, roles in ROLES.items():

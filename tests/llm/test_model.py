@@ -1,4 +1,4 @@
-"""ExecuTorch's custom LLM ops in every process: ``etlens.build.oplibs``, ``report --model``, ``--inside-delegates``.
+"""ExecuTorch's custom LLM ops in every process: ``etlens.builder.oplibs``, ``report --model``, ``--inside-delegates``.
 
 The models are ``tests/llm/models.py``: the Llama Transformer of ExecuTorch's own
 ``examples/models/llama`` with the ``-kv --use_sdpa_with_kv_cache`` source transforms
@@ -20,7 +20,7 @@ from tests.conftest import requires_executorch
 @pytest.mark.xdist_group("llm")  # reads the LLM corpus: built on the worker of tests/llm/test_llm.py
 def test_oplibs_decides_from_every_spelling(llm_corpus, tmp_path):
     """The namespace decides, whatever the spelling; real .pte and ETRecord files are read for their ops."""
-    from etlens.build import oplibs
+    from etlens.builder import oplibs
 
     llama = "executorch.extension.llm.custom_ops.custom_ops"
     assert oplibs.libraries_for(["llama::update_cache.out"]) == [llama]
@@ -67,7 +67,7 @@ def test_report_model_with_llama_custom_ops(tmp_path, capsys):
 @requires_executorch
 def test_inside_delegates_on_8da4w_llama():
     """Per-op values inside XNNPACK for the 8da4w Llama: computed by the backend, paired with the torch model."""
-    from etlens.build.inside import inside_delegates
+    from etlens.builder.inside import inside_delegates
     from tests.llm.models import tiny_llama_8da4w_1layer
 
     model, inputs = tiny_llama_8da4w_1layer()

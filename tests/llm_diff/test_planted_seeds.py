@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llm_diff")]
 
 def test_planted_fp32_layer_named_in_9_of_10_seeds_never_later(llm_diff_corpus):
     from etlens.analysis.llm_diff.compare import Side, llm_diff, read_tokens
-    from etlens.build.worker import Worker
+    from etlens.builder.worker import Worker
     from tests.llm_diff.conftest import PLANTED_SEEDS
 
     c = llm_diff_corpus.cases

@@ -14,7 +14,7 @@ ARCHS = ("resnet", "vit", "convnext")  # token-id models (bert, gpt2) do not pt2
 
 
 def main(out: str, archs: list[str]) -> None:
-    from etlens.build.pipeline import lower
+    from etlens.builder.pipeline import lower
     from tests.corpus import models
 
     os.makedirs(out, exist_ok=True)

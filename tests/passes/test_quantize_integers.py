@@ -32,7 +32,7 @@ def _token_model():
 def test_token_ids_and_positions_stay_integers():
     import torch
 
-    from etlens.build.quantize import quantize_pt2e
+    from etlens.builder.quantize import quantize_pt2e
 
     model, inputs = _token_model()
     q = quantize_pt2e(model, inputs, "xnnpack")  # failed with "'indices' … got FloatTensor" before
@@ -50,7 +50,7 @@ def test_calibration_takes_several_batches_and_checks_them():
     import torch
 
     from etlens.errors import EtlensError
-    from etlens.build.quantize import calibration_batches, quantize_pt2e
+    from etlens.builder.quantize import calibration_batches, quantize_pt2e
 
     model, inputs = _token_model()
     more = [inputs, (torch.randint(0, 32, (1, 8)),), [torch.randint(0, 32, (1, 8))]]

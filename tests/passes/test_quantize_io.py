@@ -19,8 +19,8 @@ def quantized():
     import torch
 
     from etlens.demos import get_demo
-    from etlens.build.backends import get_backend
-    from etlens.build.quantize import quantize_pt2e
+    from etlens.builder.backends import get_backend
+    from etlens.builder.quantize import quantize_pt2e
 
     model, inputs = get_demo("mlp")
     q = quantize_pt2e(model, inputs, get_backend("xnnpack"))

@@ -14,7 +14,7 @@ import copy
 import pytest
 
 from etlens.errors import EtlensError
-from etlens.build.backends import get_backend
+from etlens.builder.backends import get_backend
 
 from .conftest import HAS_EXECUTORCH
 
@@ -62,7 +62,7 @@ def reference():
     from executorch.exir.program._program import _transform
 
     from etlens.demos import get_demo
-    from etlens.build.quantize import quantize_pt2e
+    from etlens.builder.quantize import quantize_pt2e
     from etlens.passes.quantize_io import QuantizeInputs, QuantizeOutputs
 
     model, inputs = get_demo("cnn")
@@ -203,7 +203,7 @@ def test_quantize_capture_has_no_guards_fn():
     import torch
 
     from etlens.demos import get_demo
-    from etlens.build.quantize import capture_for_pt2e
+    from etlens.builder.quantize import capture_for_pt2e
 
     model, inputs = get_demo("mlp")
     plain = torch.export.export(model, inputs).module()
@@ -217,7 +217,7 @@ def test_quantize_capture_has_no_guards_fn():
 
 
 def test_import_advice_names_what_to_install():
-    from etlens.build.backends import import_advice
+    from etlens.builder.backends import import_advice
 
     exc = ModuleNotFoundError("No module named 'tosa_serializer'", name="tosa_serializer")
     text = import_advice(exc)
@@ -234,11 +234,11 @@ def test_import_advice_names_what_to_install():
 
 def test_list_backends_says_what_to_install(capsys, monkeypatch):
     from etlens.cli.main import main
-    from etlens.build.backends import BackendConfig, register_backend
+    from etlens.builder.backends import BackendConfig, register_backend
 
     register_backend(BackendConfig(name="needs_tosa_test", requires=["tosa_serializer_not_here_etlens"],
                                    description="test backend"), replace=True)
-    from etlens.build import backends
+    from etlens.builder import backends
 
     monkeypatch.setitem(backends.MISSING_MODULE_ADVICE, "tosa_serializer_not_here_etlens", "pip install tosa-x")
     assert main(["trace", "--list-backends"]) == 0

@@ -138,7 +138,7 @@ def test_aten_backend_works_without_executorch(tmp_path):
 
 def test_backend_registry():
     from etlens.errors import BackendUnavailableError, EtlensError
-    from etlens.build.backends import BackendConfig, available_backends, backend_names, get_backend, register_backend
+    from etlens.builder.backends import BackendConfig, available_backends, backend_names, get_backend, register_backend
 
     assert {"aten", "xnnpack", "cortex_m", "cadence", "vulkan", "qnn"} <= set(backend_names())
     assert available_backends()["aten"] is None

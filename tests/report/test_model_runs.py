@@ -1,6 +1,6 @@
 """``etlens report --model`` on real models: never abort, the user's errors are the user's, quiet output.
 
-The ExecuTorch runtime and lowering run in child processes (etlens.build.runner): a native abort
+The ExecuTorch runtime and lowering run in child processes (etlens.builder.runner): a native abort
 (here forced with a tiny ``--debug-buffer-size``) must come back as one ``etlens: error:`` line
 naming the flag while this process survives; the debug buffer sized from the program must let
 real architectures (BERT, ResNet from the corpus) run with intermediate outputs logged.
@@ -33,7 +33,7 @@ def test_debug_and_verbose_parse_after_the_subcommand():
 
 
 def test_the_cause_is_the_childs_last_native_line():
-    from etlens.build.worker import last_native_line as _last_native_line
+    from etlens.builder.worker import last_native_line as _last_native_line
 
     log = ("Failed to load /x/torchao/_C.so: nope\n[cpuinfo_utils.cpp:125] CPU info mismatch\n"
            "[buffer_data_sink.cpp:47] Ran out of space to store intermediate outputs.\n"
@@ -94,7 +94,7 @@ def test_portable_quantized_loads_the_quantized_kernels(tmp_path, capsys):
     out = tmp_path / "q.html"
     assert main(["report", "--demo", "mlp", "--quantize", "--backend", "portable", "--no-trace", "--runs", "1",
                  "-o", str(out)]) == 0, capsys.readouterr().err
-    from etlens.build.runner import has_quantized_ops
+    from etlens.builder.runner import has_quantized_ops
 
     assert has_quantized_ops(str(tmp_path / "q_artifacts" / "mlp.pte"))
     assert "id='latency'" in out.read_text()
@@ -107,7 +107,7 @@ def test_portable_quantized_loads_the_quantized_kernels(tmp_path, capsys):
 def test_corpus_model_runs_with_a_buffer_sized_from_the_program(arch, tmp_path):
     """Intermediate outputs of every run fit the buffer sized from the .pte (no fixed 1 MiB guess)."""
     pytest.importorskip("transformers")
-    from etlens.build.runner import debug_buffer_bytes
+    from etlens.builder.runner import debug_buffer_bytes
     from etlens.readers.etdump import read as read_etdump
     from etlens.report import report_from_model
     from tests.corpus.models import build
@@ -147,7 +147,7 @@ def test_demo_report_piped_is_quiet(tmp_path):
 
 def test_export_of_a_model_returning_its_kv_cache_says_what_to_do():
     from etlens.errors import EtlensError
-    from etlens.build.loader import user_code
+    from etlens.builder.loader import user_code
 
     msg = ("Found <class 'transformers.cache_utils.DynamicCache'> in output, which is not a known type. "
            "If this type holds tensors, you need to register a pytree for it.")

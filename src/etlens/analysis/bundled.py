@@ -1,7 +1,7 @@
 """Run a bundled program's test cases in the ExecuTorch runtime and compare with the expected outputs.
 
 :func:`verify_bundled` writes the embedded program and the inputs to a temporary directory and
-runs them as the ``bundled-run`` job of an :class:`etlens.build.worker.Worker`, a *child
+runs them as the ``bundled-run`` job of an :class:`etlens.builder.worker.Worker`, a *child
 process* (the ExecuTorch runtime may abort natively on a bad program; etlens must survive it and
 say which case it was running). Each output is compared
 with the expected one as ``numpy.allclose(actual, expected, rtol, atol)``; a case passes when
@@ -78,7 +78,7 @@ def verify_bundled(path: str | BpteArtifact, atol: float = 1e-3, rtol: float = 1
         np.savez(os.path.join(work, "cases.npz"), **arrays)
         with open(os.path.join(work, "cases.json"), "w") as f:
             json.dump(cases, f)
-        from ..build.worker import Worker
+        from ..builder.worker import Worker
 
         crash = None
         try:

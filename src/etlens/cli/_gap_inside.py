@@ -1,7 +1,7 @@
 """``etlens gap --model … --inside-delegates``: the per-op gap inside delegates, from a model.
 
 Kept apart from :mod:`etlens.cli.gap` (the artifact mode) so each stays small. The model is
-lowered and run by :func:`etlens.build.inside.inside_delegates`; the exit status is 3 (a failed
+lowered and run by :func:`etlens.builder.inside.inside_delegates`; the exit status is 3 (a failed
 gate) when a value crosses ``--fail-on-gap``, as in the artifact mode.
 """
 
@@ -31,8 +31,8 @@ def add_inside_arguments(p) -> None:
 
 def run_inside(args) -> int:
     """Lower + run ``--model``/``--demo`` instrumented, print or write the rows; exit 3 on a crossing."""
-    from ..build.inside import inside_delegates
-    from ..build.session import BuildSession
+    from ..builder.inside import inside_delegates
+    from ..builder.session import BuildSession
     from ..errors import EtlensError
 
     for flag in ("etdump", "etrecord", "debug_buffer", "inputs", "run"):

@@ -78,7 +78,7 @@ def _no_delegates(path: str, info) -> str:
 def _partitioner(name: str):
     """The partitioner ``--why`` asks for reasons: XNNPACK's, from its BackendConfig."""
     from ..errors import BackendUnavailableError
-    from ..build.backends import get_backend
+    from ..builder.backends import get_backend
 
     backend = get_backend("xnnpack")
     try:

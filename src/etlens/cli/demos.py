@@ -15,7 +15,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..build.demos import DEMOS
+    from ..builder.demos import DEMOS
 
     width = max(len(n) for n in DEMOS)
     emit(args, doc={name: desc for name, (_, desc) in DEMOS.items()},   # JSON: {name: description}

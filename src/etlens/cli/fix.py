@@ -66,7 +66,7 @@ def run(args) -> int:
     if args.max_float is not None and args.max_float < 1:
         raise EtlensError("--max-float must be at least 1")
     from ..analysis.fix import fix_model
-    from ..build.session import BuildSession
+    from ..builder.session import BuildSession
 
     quiet = wants_data(args) and not args.output
 

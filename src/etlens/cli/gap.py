@@ -137,7 +137,7 @@ def run(args) -> int:
             lines += ["", f"{len(crossing)} of {len(df)} groups {side} threshold {args.threshold:g}"]
             if first is not None:
                 lines.append(str(first))
-                from ..build.inside.graph import user_frame
+                from ..builder.inside.graph import user_frame
 
                 frame = user_frame(first.stack_trace)
                 if frame:

@@ -129,7 +129,7 @@ def _registry_names() -> list[str]:
     """The backend registry's names (the registry module imports nothing heavy: no torch, no ExecuTorch)."""
     import importlib
 
-    for mod in ("etlens.build.backends", "etlens.passes.backends"):
+    for mod in ("etlens.builder.backends", "etlens.passes.backends"):
         try:
             return list(importlib.import_module(mod).backend_names())
         except ModuleNotFoundError as exc:

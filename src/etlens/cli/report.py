@@ -81,14 +81,14 @@ def run(args) -> int:
         for flag in ("etrecord", "debug_buffer", "pte", "trace"):
             if getattr(args, flag):
                 raise EtlensError(f"--{flag.replace('_', '-')} goes with --etdump, not with --demo/--model")
-        from ..build.session import BuildSession
+        from ..builder.session import BuildSession
         from ..report import report_from_session
 
         # the session starts its child (torch + the backend) while the user's model loads here
         session = BuildSession.load(model_spec(args), backend=args.backend, quantize=args.quantize,
                                     trace=not args.no_trace, verbose=args.verbose)
         if args.recipe:  # before anything quantizes: the session's quantizer leaves the recipe's modules float
-            from ..build.recipe import Recipe, check_paths, keep_float_quantizer
+            from ..builder.recipe import Recipe, check_paths, keep_float_quantizer
 
             try:
                 keep = check_paths(session.model, Recipe.load(args.recipe).keep_float,

@@ -41,7 +41,7 @@ def register(sub) -> None:
 
 
 def _list_backends() -> int:
-    from ..build.backends import available_backends, get_backend
+    from ..builder.backends import available_backends, get_backend
 
     for name, reason in available_backends().items():
         cfg = get_backend(name)
@@ -80,7 +80,7 @@ def _run_here(pte: str, session) -> str:
 
     import torch
 
-    from ..build.inputs import flatten_inputs
+    from ..builder.inputs import flatten_inputs
 
     model, inputs = session.model, session.inputs  # the layout the session exported with
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,8 +103,8 @@ def run(args) -> int:
         raise EtlensError("etlens trace: give --model FILE.py:FN (or MODULE:FN) or --demo NAME; see 'etlens demos'")
     if args.model and args.demo:
         raise EtlensError("etlens trace: give --model or --demo, not both")
-    from ..build.backends import get_backend
-    from ..build.session import BuildSession
+    from ..builder.backends import get_backend
+    from ..builder.session import BuildSession
 
     get_backend(args.backend).check_available()  # fail before building the model
     # the session's child imports torch + the backend while the model loads; it traces the lowering (no run)
@@ -116,7 +116,7 @@ def run(args) -> int:
 
 def _trace(args, session) -> int:
     from .._progress import progress
-    from ..build.backends import get_backend
+    from ..builder.backends import get_backend
 
     name = session.name = session.attr or session.name
     out = args.output or f"{name}.{args.backend}.trace.json"

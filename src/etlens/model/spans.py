@@ -12,9 +12,9 @@ last line gives the totals (this process, and its finished children, as the OS c
 Stages nest (``collect/numerics`` inside ``analyze``). Off (the default) a :func:`span` costs one
 dictionary lookup.
 
-The worker child (:mod:`etlens.build.child`) times its steps with the same :func:`span` and
+The worker child (:mod:`etlens.builder.child`) times its steps with the same :func:`span` and
 hands each to the parent as a protocol line (``time LABEL START WALL CPU``) read by
-:meth:`etlens.build.worker.Worker.submit`, which calls :func:`record`.
+:meth:`etlens.builder.worker.Worker.submit`, which calls :func:`record`.
 
 Example::
 

@@ -5,9 +5,9 @@
 * :mod:`.debug_handles` — generation, propagation and validation of debug handles;
 * :mod:`.quantize_io` — :class:`QuantizeInputs` / :class:`QuantizeOutputs` (fully-int8 I/O).
 
-The build itself (export, quantize, lower, run; the backend registry) is :mod:`etlens.build`;
+The build itself (export, quantize, lower, run; the backend registry) is :mod:`etlens.builder`;
 ``BackendConfig``, ``register_backend``, ``get_backend``, ``available_backends``, ``backend_names``
-and ``quantize_pt2e`` are still importable from here (they are :mod:`etlens.build`'s).
+and ``quantize_pt2e`` are still importable from here (they are :mod:`etlens.builder`'s).
 
 Names are imported lazily so ``import etlens.passes`` stays cheap.
 """
@@ -19,13 +19,13 @@ from typing import Any
 
 _EXPORTS = {
     "trace_passes": ".tracer",
-    "BackendConfig": "etlens.build.backends",
-    "PassSpec": "etlens.build.backends",
-    "register_backend": "etlens.build.backends",
-    "get_backend": "etlens.build.backends",
-    "available_backends": "etlens.build.backends",
-    "backend_names": "etlens.build.backends",
-    "quantize_pt2e": "etlens.build.quantize",
+    "BackendConfig": "etlens.builder.backends",
+    "PassSpec": "etlens.builder.backends",
+    "register_backend": "etlens.builder.backends",
+    "get_backend": "etlens.builder.backends",
+    "available_backends": "etlens.builder.backends",
+    "backend_names": "etlens.builder.backends",
+    "quantize_pt2e": "etlens.builder.quantize",
     "QuantizeInputs": ".quantize_io",
     "QuantizeOutputs": ".quantize_io",
     "generate_debug_handles": ".debug_handles",

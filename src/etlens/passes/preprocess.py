@@ -5,7 +5,7 @@ Most backends' passes can be replayed one by one on the edge program before part
 each delegated partition to TOSA with its own pass manager *inside* ``preprocess``, called from
 ``to_edge_transform_and_lower``, on a sub-program that exists only there. A backend that can be
 watched doing so names a context manager in ``BackendConfig.preprocess_observer`` (Ethos-U:
-:func:`etlens.build.ethosu.observe_arm_passes`); :func:`observed_stage` runs the tracer's ``lower``
+:func:`etlens.builder.ethosu.observe_arm_passes`); :func:`observed_stage` runs the tracer's ``lower``
 stage inside it with a :class:`PreprocessRecorder`, which turns what it reports into snapshots:
 
 * ``partition <k>`` (stage ``partition``) — the sub-program the backend received, diffed against

@@ -1,10 +1,10 @@
 """Trace a compilation pass by pass: a graph snapshot after every stage, with diffs and handles.
 
-:func:`trace_passes` runs the pipeline of a registered backend (see :mod:`etlens.build.backends`)
+:func:`trace_passes` runs the pipeline of a registered backend (see :mod:`etlens.builder.backends`)
 and records a :class:`~etlens.model.trace.Snapshot` after each stage:
 
 1. ``quantize`` — pt2e with the backend's quantizer (when ``quantize=True``;
-   :func:`~etlens.build.quantize.quantize_pt2e`, the step the report uses too);
+   :func:`~etlens.builder.quantize.quantize_pt2e`, the step the report uses too);
 2. ``export`` — ``torch.export.export``;
 3. ``to_edge`` — ExecuTorch's edge dialect (for ``aten``: ``run_decompositions``);
 4. ``quantize_io`` — :class:`~etlens.passes.quantize_io.QuantizeInputs`/``QuantizeOutputs`` when
@@ -43,9 +43,9 @@ from ..errors import EtlensError, PassFailedError
 from ..model import Graph
 from ..model.trace import Snapshot, Trace
 from . import snapshot as snap
-from ..build.backends import BackendConfig, PassSpec, get_backend, instantiate_pass, pass_name
-from ..build.quantize import quantize_pt2e
-from ..build.toolchain import edge_config, export, lower_edge, to_edge, to_executorch
+from ..builder.backends import BackendConfig, PassSpec, get_backend, instantiate_pass, pass_name
+from ..builder.quantize import quantize_pt2e
+from ..builder.toolchain import edge_config, export, lower_edge, to_edge, to_executorch
 from .debug_handles import back_annotate, check_handles, fx_sources, generate_debug_handles
 
 __all__ = ["trace_passes", "PipelineTracer", "lowering_stages"]
@@ -109,7 +109,7 @@ class PipelineTracer:
                record_times: bool = True) -> PipelineTracer:
         """Continue ``trace`` (its snapshots so far, and the graph-id numbering ``ids`` they used).
 
-        A :class:`~etlens.build.session.BuildSession` records ``quantize`` and ``export`` where the
+        A :class:`~etlens.builder.session.BuildSession` records ``quantize`` and ``export`` where the
         user's code runs and hands the trace to its worker child, which records the lowering.
         """
         t = cls(backend, trace.model, record_times=record_times, show_progress=False)
@@ -422,7 +422,7 @@ def lowering_stages(t: PipelineTracer, cfg: BackendConfig, ep: Any, *, quantize_
     """The stages after ``export``: ``to_edge``, [``quantize_io``], each backend pass, ``lower``.
 
     ``t`` already holds the snapshots up to ``export`` (in this process, or a trace seeded by a
-    :class:`~etlens.build.session.BuildSession` and continued in its worker child).
+    :class:`~etlens.builder.session.BuildSession` and continued in its worker child).
     ``production=True`` makes the ``lower`` stage the program's real lowering: ExecuTorch's default
     edge compile config, an ETRecord generated, and the resulting ``EdgeProgramManager`` returned
     (``to_executorch`` it for the ``.pte``); the ``to_edge`` and pass snapshots are the tracer's

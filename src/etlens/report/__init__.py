@@ -50,7 +50,7 @@ class ReportResult:
     data: ReportData | None = None
     #: share of the run time spent in delegate calls (0-1; None when unknown)
     delegated_share: float | None = None
-    #: the :class:`~etlens.build.session.BuildSession` that built the model (``report_from_model``)
+    #: the :class:`~etlens.builder.session.BuildSession` that built the model (``report_from_model``)
     session: Any = None
     #: optional stages that failed while the report completed: ``{stage: one line}`` (trace, inside the
     #: delegates, numeric gap); ``etlens report --strict`` exits 1 when there is any
@@ -93,7 +93,7 @@ def report_from_artifacts(etdump: str, output: str, *, etrecord: str | None = No
 
     ``on_stage(name)`` (optional) is told when ``analyze`` (Inspector, numerics, delegation) and
     ``render`` start. ``inside`` (from :func:`report_from_model`) holds the per-op values inside the
-    delegates (:mod:`etlens.build.inside`). ``failures``: optional stages of the build that failed
+    delegates (:mod:`etlens.builder.inside`). ``failures``: optional stages of the build that failed
     (``{stage: one line}``), shown first among the page's notes and in :attr:`ReportResult.failures`
     with the analyses that failed here (the numeric gap).
     """
@@ -140,13 +140,13 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
 
     ``name`` names the model in the subtitle and the artifact files; ``title`` is the page title
     (default ``etlens report: <name>``). The build is a
-    :class:`~etlens.build.session.BuildSession` (export, quantize, lower once; with ``trace`` the
+    :class:`~etlens.builder.session.BuildSession` (export, quantize, lower once; with ``trace`` the
     pass tracer records while that one lowering goes, in the session's worker child); see
     :func:`report_from_session` for the stages. The user's code runs here (its errors:
-    :class:`~etlens.build.loader.ModelError` naming the stage and the user's frame); lowering and
+    :class:`~etlens.builder.loader.ModelError` naming the stage and the user's frame); lowering and
     the runtime run in a child process (a native abort becomes an :class:`~etlens.errors.EtlensError`).
     """
-    from ..build.session import BuildSession
+    from ..builder.session import BuildSession
 
     session = BuildSession(model, example_inputs, name=name, backend=backend, quantize=quantize, trace=trace,
                            verbose=verbose)
@@ -164,14 +164,14 @@ def report_from_session(session: Any, output: str, *, runs: int = 5, metric: str
     Stages (one progress bar on a terminal): ``export`` [``quantize``] ``lower`` ``run`` x ``runs``
     [``inside the delegates``] ``analyze`` ``render``. While the child lowers, this process
     imports what the analyses need and (``inside_delegates``, default on) the session builds the
-    per-op values inside each delegate on a second child (:mod:`etlens.build.inside`).
+    per-op values inside each delegate on a second child (:mod:`etlens.builder.inside`).
     ``debug_buffer_size`` (bytes; ``None``: sized from the program) is the runtime's buffer for
     intermediate outputs. The CLI makes the session with
-    :meth:`~etlens.build.session.BuildSession.load` (its child starts before the model loads).
+    :meth:`~etlens.builder.session.BuildSession.load` (its child starts before the model loads).
     """
     from .._progress import StageBar
-    from ..build.inside.race import InsideRace
-    from ..build.pipeline import require_executorch
+    from ..builder.inside.race import InsideRace
+    from ..builder.pipeline import require_executorch
     from .inside_section import finish
     from .warm import prewarm
 

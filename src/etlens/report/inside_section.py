@@ -1,6 +1,6 @@
 """The report's view of the inside-the-delegate rows: a section, the summary card, the gap overlay.
 
-``etlens report --model/--demo`` runs :func:`etlens.build.inside.inside_delegates` after the
+``etlens report --model/--demo`` runs :func:`etlens.builder.inside.inside_delegates` after the
 device build (``--no-inside-delegates`` skips it) and hands the result to the page through three
 hooks:
 
@@ -122,7 +122,7 @@ def finish(result: Any, metric: str, threshold: float | None) -> Any:
     if result is None or threshold is not None:
         return result
     from ..analysis.comparators import get_comparator
-    from ..build.inside.engine import rethreshold
+    from ..builder.inside.engine import rethreshold
 
     t = default_threshold(result.rows, bool(getattr(get_comparator(metric), "higher_is_better", False)))
     return rethreshold(result, t) if t is not None else result

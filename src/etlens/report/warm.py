@@ -1,6 +1,6 @@
 """What the report imports, found by reading its code: imported ahead while the build's child works.
 
-``report_from_model`` hands :func:`prewarm` to :meth:`etlens.build.session.BuildSession.while_lowering`:
+``report_from_model`` hands :func:`prewarm` to :meth:`etlens.builder.session.BuildSession.while_lowering`:
 while the worker child lowers and runs (this process only waits then), a thread imports every
 module the analyses and the page will import on first use (pandas alone ~0.6 s). The list is not
 kept by hand: :func:`report_modules` follows the imports (module-level and inside functions) from
@@ -25,7 +25,7 @@ _ROOT = Path(__file__).resolve().parents[1]  # src/etlens
 #: the report's modules whose imports are followed
 _START = ("etlens.report.collect", "etlens.report.page")
 #: etlens packages not followed: the build (its child does the native work) and the command line
-_NOT_FOLLOWED = ("build", "passes", "cli", "fleet")
+_NOT_FOLLOWED = ("builder", "passes", "cli", "fleet")
 
 
 @functools.lru_cache(maxsize=None)

@@ -6,7 +6,7 @@
 * corpus cases ``<name>_fp32`` / ``<name>_int8`` (``tests/corpus/models.py``), for building the
   docs/attribution.md table by hand (the corpus tests read the corpus' own builds).
 
-Each case is lowered with XNNPACK and run 3 times by :func:`etlens.build.pipeline.build_and_run`.
+Each case is lowered with XNNPACK and run 3 times by :func:`etlens.builder.pipeline.build_and_run`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ ONE_PER_DELEGATE_OPS = ["aten.convolution.default", "aten.sigmoid.default", "ate
 def main(out: str, cases: list[str]) -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "src"))
-    from etlens.build.pipeline import build_and_run
+    from etlens.builder.pipeline import build_and_run
 
     manifest_path = Path(out) / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}

@@ -23,7 +23,7 @@ def build_cases(*cases: str) -> dict[str, SimpleNamespace]:
     from filelock import FileLock
 
     h = hashlib.sha256()
-    for p in (BUILDER, ROOT / "src" / "etlens" / "build" / "pipeline.py", ROOT / "tests" / "corpus" / "models.py"):
+    for p in (BUILDER, ROOT / "src" / "etlens" / "builder" / "pipeline.py", ROOT / "tests" / "corpus" / "models.py"):
         h.update(p.read_bytes())
     out = CACHE / f"attribution-{h.hexdigest()[:16]}"
     out.mkdir(parents=True, exist_ok=True)

@@ -54,7 +54,7 @@ def lowered_artifacts(out, model, inputs, backend):
     """Lower ``model`` with ``backend``, save its ETRecord (with the inputs), run once with a debug buffer."""
     from types import SimpleNamespace
 
-    from etlens.build.pipeline import lower, run_with_etdump
+    from etlens.builder.pipeline import lower, run_with_etdump
 
     _, _, et = lower(model, inputs, backend=backend)
     art = SimpleNamespace(etrecord=str(out / "m.etrecord"), etdump=str(out / "m.etdp"),

@@ -1,7 +1,7 @@
 """Numerics inside the Ethos-U subgraph without hardware: the delegated TOSA graph in the TOSA reference model.
 
 The Arm backend lowers each Ethos-U partition to a TOSA graph before Vela compiles it; the build
-keeps that graph beside the artifacts (``<stem>.ethosu<k>.tosa``, see :mod:`etlens.build.ethosu`).
+keeps that graph beside the artifacts (``<stem>.ethosu<k>.tosa``, see :mod:`etlens.builder.ethosu`).
 TOSA's reference model (``tosa_reference_model`` from the ``tosa-tools`` wheel) runs it bit-exactly
 as the TOSA specification defines the integer arithmetic the NPU implements, and with
 ``--dump_intermediates 1`` prints every tensor it computes. :func:`tosa_inside_values` then, per

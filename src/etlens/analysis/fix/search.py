@@ -6,7 +6,7 @@
    ``max_float``, default two modules or 5% of the quantized modules, whichever is more), and one
    op-type set (:func:`type_candidate`: every module of the type whose modules introduce the most
    error together; chosen only within the budget, else reported in the notes). Each is
-   pt2e-quantized with :func:`~etlens.build.recipe.keep_float_quantizer` and run in PyTorch (the
+   pt2e-quantized with :func:`~etlens.builder.recipe.keep_float_quantizer` and run in PyTorch (the
    fake-quantized QDQ graph): seconds, no lowering.
 3. **Choose.** With ``target_snr``: the smallest set whose simulated output SNR reaches it (else the
    best one). Without: the smallest set that removes at least 95% of the error the best set within
@@ -19,7 +19,7 @@
 
 Example::
 
-    from etlens.build.session import BuildSession
+    from etlens.builder.session import BuildSession
     from etlens.analysis.fix import fix_model
 
     with BuildSession.load("model.py:build", backend="xnnpack", quantize=True) as s:
@@ -148,7 +148,7 @@ def fix_model(session: Any, out_dir: str, *, target_snr: float | None = None, ma
     """Find the smallest keep-in-float recipe for ``session``'s model (see the module docstring).
 
     Args:
-        session: a :class:`~etlens.build.session.BuildSession` made with ``quantize=True``.
+        session: a :class:`~etlens.builder.session.BuildSession` made with ``quantize=True``.
         out_dir: where each lowered candidate's ``.pte`` / ``.etdp`` go (one folder per candidate).
         target_snr: the output SNR (dB vs float) to reach; ``None``: remove what the budget can.
         max_float: the most modules kept in float (default :func:`default_budget`).
@@ -161,8 +161,8 @@ def fix_model(session: Any, out_dir: str, *, target_snr: float | None = None, ma
     """
     import torch
 
-    from ...build.quantize import quantize_pt2e
-    from ...build.recipe import Recipe, keep_float_quantizer
+    from ...builder.quantize import quantize_pt2e
+    from ...builder.recipe import Recipe, keep_float_quantizer
     from ..numerics.introduced import introduced_errors
 
     say = on_progress or (lambda _m: None)
@@ -311,7 +311,7 @@ def _choose(sims: list[Candidate], target: float | None) -> Candidate:
 
 def _measure(session: Any, cand: Candidate, out_dir: str, ref: Any, runs: int, index: int) -> int:
     """Lower and run ``cand`` in the session's child; fill its measured columns. Returns lowerings made."""
-    from ...build.recipe import keep_float_quantizer
+    from ...builder.recipe import keep_float_quantizer
 
     sub = os.path.join(out_dir, f"candidate{index}" if cand.keep_float else "int8")
     os.makedirs(sub, exist_ok=True)

@@ -1,7 +1,7 @@
 """``llm_diff``: two builds of one LLM (or a build and its float source) run on the same tokens and compared.
 
 Each side is a ``.pte`` (run in the build worker's child, job ``llm-run``: teacher forcing, one
-position per call with a KV cache; :mod:`etlens.build.jobs_llm`) or a float checkpoint +
+position per call with a KV cache; :mod:`etlens.builder.jobs_llm`) or a float checkpoint +
 params.json (ExecuTorch's Llama definition run in PyTorch, :mod:`.eager`). Then:
 
 1. the two builds must be comparable: the same vocabulary (logits width), the same number of
@@ -271,10 +271,10 @@ def llm_diff(base: Side, new: Side, tokens: Sequence[int], *, layers: bool = Tru
             if side.is_checkpoint:
                 continue
             if worker is None:
-                from ...build.worker import Worker
+                from ...builder.worker import Worker
 
                 worker = Worker(prewarm=["executorch.extension.pybindings.portable_lib"])
-            from ...build.jobs_llm import llm_run
+            from ...builder.jobs_llm import llm_run
 
             want_layers = layers and side.etrecord is not None
             etdp = os.path.join(out_dir, f"{name}.etdp")

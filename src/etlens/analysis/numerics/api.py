@@ -51,7 +51,7 @@ from ..gcpause import gc_paused
 from ..protocols import InspectorLike, is_columnar
 from ..record import Record, as_record
 from .capture import Capture, capture_reference, resolve_reference
-from ...build import oplibs
+from ...builder import oplibs
 from .inputs import inputs_for_run
 from .jsonrun import JsonProgram
 from .delegates import lazy_output_handles
