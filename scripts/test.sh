@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# The README's test command: set up everything on a fresh machine, then run the whole test suite.
+# The README's test command: set up everything on a fresh machine, then run the tests in tiers.
 #
-# Plain `pytest` runs the fast suite (pyproject.toml: not corpus, not slow, not fuzz). This command
-# runs everything but the fuzzing target: the fast suite, the slow tests and the real-architecture
-# corpus (-m "not fuzz"), with ETLENS_NO_SKIP=1 so that a skip (a missing extra, browser, Java)
-# fails instead of hiding a regression (tests/conftest.py: ALLOWED_SKIPS lists the data-dependent
-# ones). Extra arguments go to pytest and win (e.g. scripts/test.sh -k inspector, or -m "not corpus").
+#   bash scripts/test.sh           tier 1: every test module's fast cases, real ExecuTorch artifacts included
+#                                  (-m "not fuzz and not corpus and not slow"; tests/test_collection.py fails
+#                                  when a test file has no case here)
+#   bash scripts/test.sh --heavy   tier 2: the heavy corpora (real architectures, LLM builds, NPU compiles):
+#                                  the tests marked slow or corpus
+#   bash scripts/test.sh --all     both tiers in one run (.ci/run runs tier 1, then tier 2)
+#
+# Plain `pytest` runs tier 1 too (pyproject.toml's addopts); -m fuzz is the fuzzing target. Runs with
+# ETLENS_NO_SKIP=1 so that a skip (a missing extra, browser, Java) fails instead of hiding a regression
+# (tests/_no_skip.py: ALLOWED_SKIPS lists the data-dependent ones). Extra arguments go to pytest and win
+# (e.g. scripts/test.sh -k inspector).
 #
 # --under-load runs the tests on a busy machine, on purpose: a busy loop on every core but one (or
 # --under-load=all: on every core; --under-load=N: N loops) for as long as the tests run, killed when
@@ -13,10 +19,15 @@
 # like that: no test may rest on live timing noise (docs/fleet.md, "Tests on a busy machine").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tier1="not fuzz and not corpus and not slow"
+heavy="(slow or corpus) and not fuzz"
+marker=$tier1
 load=""
 args=()
 for a in "$@"; do
   case "$a" in
+    --heavy) marker=$heavy ;;
+    --all) marker="not fuzz" ;;
     --under-load) load=busy ;;
     --under-load=*) load=${a#--under-load=} ;;
     *) args+=("$a") ;;
@@ -25,7 +36,7 @@ done
 bash scripts/setup.sh
 export ETLENS_FIXTURE_CACHE=${ETLENS_FIXTURE_CACHE:-$PWD/.cache/fixtures}
 export ETLENS_NO_SKIP=${ETLENS_NO_SKIP:-1}
-pytest_cmd=(.venv/bin/python -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider -m "not fuzz" ${args[@]+"${args[@]}"})
+pytest_cmd=(.venv/bin/python -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider -m "$marker" ${args[@]+"${args[@]}"})
 if [ -z "$load" ]; then
   exec "${pytest_cmd[@]}"
 fi

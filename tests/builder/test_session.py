@@ -60,7 +60,6 @@ def test_report_exports_quantizes_and_lowers_once(tmp_path, monkeypatch):
 
 
 @requires_executorch
-@pytest.mark.slow
 def test_session_uses_one_child_for_build_and_inside_cycles(tmp_path):
     from etlens.demos import get_demo
     from etlens.builder.session import BuildSession

@@ -40,11 +40,19 @@ CASES = ([f"{a}:fp32-xnnpack" for a in ARCHS] + [f"{a}:int8-xnnpack" for a in IN
          + [f"{a}:fp32-portable" for a in PORTABLE])
 
 
+#: the cases in the first tier (scripts/test.sh): a real decoder through every check on portable kernels (the
+#: cheapest build of the corpus) and an int8 CNN on XNNPACK (quantized, delegated; its build also serves
+#: tests/analysis/attribution/test_corpus_attribution.py); every other case runs in the heavy tier (-m corpus)
+FAST = ("gpt2:fp32-portable", "resnet:int8-xnnpack")
+
+
 def _params():
-    return [pytest.param(c, id=c.replace(":", "-"), marks=pytest.mark.xdist_group(c)) for c in CASES]
+    return [pytest.param(c, id=c.replace(":", "-"),
+                         marks=[pytest.mark.xdist_group(c)] + ([] if c in FAST else [pytest.mark.corpus]))
+            for c in CASES]
 
 
-pytestmark = [pytest.mark.corpus, pytest.mark.executorch]
+pytestmark = [pytest.mark.executorch]
 
 
 @contextlib.contextmanager
@@ -223,7 +231,8 @@ def test_report_page_lists_delegate_op_types_by_name(corpus_case, browser, tmp_p
 CONTENT = CONTENT_CASES  # the cases whose build ran the plain flow to the end (tests/corpus/build.py)
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.replace(":", "-"), marks=pytest.mark.xdist_group(c))
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.replace(":", "-"),
+                                               marks=[pytest.mark.xdist_group(c), pytest.mark.corpus])
                                   for c in CONTENT])
 def test_report_content_equals_plain_flow(corpus_case, case, tmp_path):
     """``report --model``'s files say what a user's plain ExecuTorch flow's files say.

@@ -31,7 +31,8 @@ from tests.conftest import block_remote, requires_executorch
 ROOT = Path(__file__).resolve().parents[2]
 TUTORIAL = ROOT / "docs" / "tutorial.ipynb"
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("notebook")]
+#: executing the tutorial and the browser checks are the heavy tier; that it is committed clean is the fast one
+pytestmark = [pytest.mark.xdist_group("notebook")]
 
 
 def _execute(nb, cwd: Path, timeout: int = 1800):
@@ -75,6 +76,7 @@ def _outputs(nb):
     return [(i, o) for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs]
 
 
+@pytest.mark.slow
 @requires_executorch
 def test_tutorial_executes_and_every_result_displays_inline(executed):
     nb, _ = executed
@@ -172,6 +174,7 @@ def _shots(page, name: str) -> None:
         el.screenshot(path=os.path.join(where, f"{name}-{k:02d}.png"))
 
 
+@pytest.mark.slow
 @requires_executorch
 @pytest.mark.browser
 def test_exported_notebook_renders_offline_in_chromium(executed, browser):
@@ -196,6 +199,7 @@ def test_exported_notebook_renders_offline_in_chromium(executed, browser):
         pg.page.close()
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_10k_node_graph_inline_is_interactive(browser, tmp_path):
     import nbformat
@@ -238,6 +242,7 @@ def test_10k_node_graph_inline_is_interactive(browser, tmp_path):
         pg.page.close()
 
 
+@pytest.mark.slow
 @requires_executorch
 @pytest.mark.browser
 def test_llm_view_displays_inline(browser, tmp_path):
