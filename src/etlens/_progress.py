@@ -6,8 +6,9 @@
 * :func:`quiet` — hide third-party noise (Python warnings, torch/torchao log lines, native
   ``[cpuinfo_utils.cpp:…]`` lines — all of them written to stderr) for the duration of a job by
   pointing file descriptor 2 at a log file; stdout (the command's own output) and the bars (a
-  duplicate of the real stderr) still reach the terminal. On an exception the log is kept and
-  its path is attached to the exception as ``etlens_log``.
+  duplicate of the real stderr) still reach the terminal. On an exception a log with something
+  in it is kept (in :func:`log_dir`, at most :data:`MAX_LOGS` of them, the oldest removed first)
+  and its path is attached to the exception as ``etlens_log``; an empty log is always removed.
 
 Example::
 
@@ -23,15 +24,61 @@ import contextlib
 import os
 import sys
 import tempfile
+import time
 import warnings
 from typing import Any, Iterable, Iterator, TypeVar
 
-__all__ = ["progress", "StageBar", "quiet", "console"]
+__all__ = ["progress", "StageBar", "quiet", "console", "log_dir", "MAX_LOGS"]
 
 T = TypeVar("T")
 
 #: where bars write while :func:`quiet` holds stderr (a duplicate of the real stderr)
 _CONSOLE: Any = None
+
+#: how many kept third-party logs :func:`log_dir` holds; keeping one more removes the oldest
+MAX_LOGS = 20
+
+_LOG_PREFIX = "etlens-"
+
+
+def log_dir() -> str:
+    """The per-user directory of kept third-party logs.
+
+    ``$ETLENS_LOG_DIR`` when set, else ``$XDG_STATE_HOME/etlens/logs``, else
+    ``~/.local/state/etlens/logs`` (the XDG default for logs). Not created here.
+    """
+    explicit = os.environ.get("ETLENS_LOG_DIR")
+    if explicit:
+        return explicit
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "etlens", "logs")
+
+
+def _open_log() -> tuple[int, str]:
+    """A new log file in :func:`log_dir` (the temporary directory when that cannot be created)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    try:
+        os.makedirs(log_dir(), exist_ok=True)
+        return tempfile.mkstemp(prefix=f"{_LOG_PREFIX}{stamp}-", suffix=".log", dir=log_dir())
+    except OSError:
+        return tempfile.mkstemp(prefix=f"{_LOG_PREFIX}{stamp}-", suffix=".log")
+
+
+def _prune_logs(directory: str, keep: int = MAX_LOGS) -> None:
+    """Remove the oldest ``etlens-*.log`` files of ``directory`` beyond the newest ``keep``."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(_LOG_PREFIX) and n.endswith(".log")]
+    except OSError:
+        return
+    dated = []
+    for name in names:
+        path = os.path.join(directory, name)
+        with contextlib.suppress(OSError):
+            dated.append((os.stat(path).st_mtime, name, path))
+    dated.sort(reverse=True)
+    for _, _, path in dated[keep:]:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def console() -> Any:
@@ -109,10 +156,13 @@ class StageBar:
 
 @contextlib.contextmanager
 def quiet(enabled: bool = True) -> Iterator[str | None]:
-    """Send stderr (fd 2: warnings, log lines, native output) to a temporary log; yield its path.
+    """Send stderr (fd 2: warnings, log lines, native output) to a log file; yield its path.
 
-    Disabled: a no-op yielding ``None``. The log is deleted when the block succeeds and kept (its
-    path set as ``exc.etlens_log``) when it raises, so the error message can point at it.
+    Disabled: a no-op yielding ``None``. The log is deleted when the block succeeds, and when it
+    raises with nothing written to the log (an error of etlens' own, such as a missing file). When
+    the block raises and the log has something in it, the log is kept in :func:`log_dir` (the
+    oldest logs beyond :data:`MAX_LOGS` are removed) and its path is set as ``exc.etlens_log``, so
+    the error message can point at it.
     """
     global _CONSOLE
     if not enabled:
@@ -121,12 +171,12 @@ def quiet(enabled: bool = True) -> Iterator[str | None]:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    fd, log_path = tempfile.mkstemp(prefix="etlens-", suffix=".log")
+    fd, log_path = _open_log()
     saved_err = os.dup(2)
     previous_console = _CONSOLE
     _CONSOLE = os.fdopen(os.dup(saved_err), "w", buffering=1)
     os.dup2(fd, 2)
-    failed = False
+    failed: BaseException | None = None
     here = os.path.dirname(os.path.abspath(__file__)) + os.sep
     try:
         with warnings.catch_warnings():
@@ -142,20 +192,26 @@ def quiet(enabled: bool = True) -> Iterator[str | None]:
             warnings.showwarning = show
             yield log_path
     except BaseException as exc:
-        failed = True
-        with contextlib.suppress(Exception):
-            exc.etlens_log = log_path  # type: ignore[attr-defined]
+        failed = exc
         raise
     finally:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
         os.dup2(saved_err, 2)
+        try:
+            written = os.fstat(fd).st_size > 0
+        except OSError:
+            written = False
         for f in (saved_err, fd):
             os.close(f)
         with contextlib.suppress(Exception):
             _CONSOLE.close()
         _CONSOLE = previous_console
-        if not failed:
+        if failed is not None and written and os.path.exists(log_path):
+            with contextlib.suppress(Exception):
+                failed.etlens_log = log_path  # type: ignore[attr-defined]
+            _prune_logs(os.path.dirname(log_path))
+        else:
             with contextlib.suppress(OSError):
                 os.unlink(log_path)

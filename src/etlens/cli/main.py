@@ -10,9 +10,10 @@ bug report (``--debug`` shows the traceback); 2 a usage error (argparse); 3 a ga
 refused (``allow_abbrev=False`` everywhere), so ``--debug`` and ``-v`` work after any subcommand.
 
 Quiet by default: while a command runs, stderr (third-party warnings, torch/torchao log lines,
-native ``[cpuinfo_utils.cpp:…]`` lines) goes to a temporary log (:func:`etlens._progress.quiet`);
-progress bars and etlens' own messages still reach the terminal. ``-v`` shows everything; on an
-error the one-line message names the kept log.
+native ``[cpuinfo_utils.cpp:…]`` lines) goes to a log file (:func:`etlens._progress.quiet`);
+progress bars and etlens' own messages still reach the terminal. ``-v`` shows everything. On an
+error after third-party output the one-line message names the kept log (in
+``~/.local/state/etlens/logs``, see :func:`etlens._progress.log_dir`); an empty log is removed.
 
 Run as the program (the ``etlens`` script, ``python -m etlens``), the process ends as soon as the
 command is done: output flushed, exit handlers run, then ``os._exit`` — Python's own teardown of
