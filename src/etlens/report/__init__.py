@@ -173,7 +173,7 @@ def report_from_session(session: Any, output: str, *, runs: int = 5, metric: str
     from ..builder.inside.race import InsideRace
     from ..builder.pipeline import require_executorch
     from .inside_section import finish
-    from .warm import prewarm
+    from .warm import prewarm, report_modules, serialized_parse
 
     require_executorch("lowering")
     if not getattr(session.config, "runs", True):  # e.g. Ethos-U: compiled and estimated, nothing to run here
@@ -190,8 +190,11 @@ def report_from_session(session: Any, output: str, *, runs: int = 5, metric: str
     bar = StageBar(total=1 + int(session.quantize) + 1 + runs + int(inside_delegates) + 2, desc="etlens report",
                    enabled=progress)
     session.on_stage = bar.step
-    with session, bar:
-        session.while_lowering(lambda: prewarm(session.prewarm_modules()))
+    # the list is read with ast here, before any thread starts, and the threads beside the build (prewarm, the
+    # inside view's export) parse one at a time: CPython's ast is not thread-safe (see report.warm)
+    modules = report_modules(session.prewarm_modules())
+    with session, bar, serialized_parse():
+        session.while_lowering(lambda: prewarm(modules))
         race = InsideRace.on(session, metric=metric, threshold=gap_threshold) if inside_delegates else None
         arts = session.build(art_dir, runs=runs, debug_buffer_size=debug_buffer_size, trace_path=trace_path,
                              on_run=bar.runs(runs))

@@ -8,18 +8,34 @@ the report's own modules through etlens, reading the source with :mod:`ast`, and
 third-party packages they name. Packages of the toolchain (``skip_roots``: the session's
 ``torch`` + backend modules) are left to the child; the build's and the CLI's modules are not
 followed. Only imports: no file is read, nothing computed.
+
+Threads and :mod:`ast`: before 3.13, CPython keeps one per-interpreter recursion counter while it
+converts a parsed tree to Python objects, so ``ast.parse`` in two threads at once can fail either
+of them with ``SystemError: AST constructor recursion depth mismatch`` (CPython gh-106905). Here
+two threads parse beside each other: this one, and the build's (torch's export of the inside
+view, an in-process lowering) — ``inspect.signature`` of a builtin parses its text signature, and
+imports such as ``numpy.ma`` call it. So the list is computed in the calling thread before the
+build starts any thread (and cached per process), and while :func:`prewarm` imports, every
+``ast.parse`` of the process goes through one lock (:func:`serialized_parse`).
+
+Example::
+
+    modules = report_modules(session.prewarm_modules())   # here: reads the sources with ast
+    session.while_lowering(lambda: prewarm(modules))       # the thread: imports only
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import importlib.util
 import sys
+import threading
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-__all__ = ["report_modules", "prewarm"]
+__all__ = ["report_modules", "prewarm", "serialized_parse"]
 
 _ROOT = Path(__file__).resolve().parents[1]  # src/etlens
 #: the report's modules whose imports are followed
@@ -52,8 +68,16 @@ def _imports(name: str, path: Path) -> set[str]:
 
 
 def report_modules(skip_roots: Iterable[str] = ()) -> list[str]:
-    """Third-party packages first, then etlens modules, that the report's code imports (see the module doc)."""
-    skip = {r.split(".")[0] for r in skip_roots} | set(sys.stdlib_module_names) | {"__future__"}
+    """Third-party packages first, then etlens modules, that the report's code imports (see the module doc).
+
+    Reads sources with :mod:`ast`: call it where no other thread parses (not in the prewarm thread).
+    """
+    return list(_report_modules(frozenset(r.split(".")[0] for r in skip_roots)))
+
+
+@functools.lru_cache(maxsize=8)
+def _report_modules(skip_roots: frozenset[str]) -> tuple[str, ...]:
+    skip = set(skip_roots) | set(sys.stdlib_module_names) | {"__future__"}
     seen: set[str] = set()
     third: set[str] = set()
     todo = list(_START)
@@ -70,15 +94,55 @@ def report_modules(skip_roots: Iterable[str] = ()) -> list[str]:
                     todo.append(imported)
             elif parts[0] not in skip and importlib.util.find_spec(parts[0]) is not None:
                 third.add(parts[0])
-    return sorted(third) + sorted(seen)
+    return tuple(sorted(third) + sorted(seen))
 
 
-def prewarm(skip_roots: Iterable[str] = ()) -> Any:
-    """Import :func:`report_modules` (errors left to the analysis that needs the module)."""
+def prewarm(modules: Iterable[str]) -> Any:
+    """Import ``modules`` (:func:`report_modules`' list; errors left to the analysis that needs the module).
+
+    Runs in a thread beside the build: it reads no source itself, and what the imports parse is
+    serialized with every other thread's ``ast.parse`` (see the module doc).
+    """
     import importlib
 
-    for name in report_modules(skip_roots):
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001, S112 - the analysis that needs it reports the error
-            continue
+    with serialized_parse():
+        for name in list(modules):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001, S112 - the analysis that needs it reports the error
+                continue
+
+
+_PARSE_LOCK = threading.RLock()
+_ACTIVE = 0  # how many serialized_parse blocks are open (guarded by _STATE_LOCK)
+_STATE_LOCK = threading.Lock()
+_REAL_PARSE: Any = None
+
+
+def _locked_parse(*args: Any, **kwargs: Any) -> Any:
+    with _PARSE_LOCK:
+        return _REAL_PARSE(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def serialized_parse() -> Iterator[None]:
+    """Within the block, ``ast.parse`` of every thread of the process takes one lock (Pythons before 3.13).
+
+    Nested and concurrent blocks share the one wrapper; the last to leave puts the original back.
+    """
+    global _ACTIVE, _REAL_PARSE
+    if sys.version_info >= (3, 13):
+        yield
+        return
+    with _STATE_LOCK:
+        if _ACTIVE == 0:
+            _REAL_PARSE = ast.parse
+            ast.parse = _locked_parse
+        _ACTIVE += 1
+    try:
+        yield
+    finally:
+        with _STATE_LOCK:
+            _ACTIVE -= 1
+            if _ACTIVE == 0 and ast.parse is _locked_parse:
+                ast.parse = _REAL_PARSE
