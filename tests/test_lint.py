@@ -1,7 +1,10 @@
 """Lint and type checks as tests, so the README's test command runs them.
 
 * ``ruff check src tests benchmarks scripts`` with the rules in pyproject.toml (``[tool.ruff]``:
-  pycodestyle E/W, pyflakes F, bugbear B; lines up to 120 characters);
+  pycodestyle E/W, pyflakes F, bugbear B; lines up to 120 characters), and ruff's own file list
+  (``--show-files``) holds every ``.py`` file under those folders but the data folders pyproject
+  excludes on purpose: ruff's default exclude skips folders such as ``dist``, ``venv``, ``_build``,
+  and ignore files can hide more, so a package under such a name would go unchecked without this;
 * ``mypy`` strict on ``src/etlens/model`` (in the strict ``[[tool.mypy.overrides]]`` of pyproject.toml; the
   readers and schema facts: tests/test_typecheck_readers.py).
 
@@ -19,6 +22,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the folders ruff checks
+LINTED = ("src", "tests", "benchmarks", "scripts")
+#: folders of input data that ruff skips on purpose (pyproject.toml ``[tool.ruff] extend-exclude``)
+DATA_EXCLUDES = ("tests/data", "tests/analysis/inspector/data")
+#: folder names git ignores (.gitignore): caches, never source
+IGNORED_PARTS = {".cache", "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache"}
 
 
 def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -29,8 +38,40 @@ def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_is_clean():
-    proc = _run("ruff", "check", "--no-cache", "--output-format", "concise", "src", "tests", "benchmarks", "scripts")
+    proc = _run("ruff", "check", "--no-cache", "--output-format", "concise", *LINTED)
     assert proc.returncode == 0, f"ruff findings:\n{proc.stdout}{proc.stderr}"
+
+
+def _python_files() -> set[str]:
+    out = set()
+    for folder in LINTED:
+        for path in (ROOT / folder).rglob("*.py"):
+            rel = path.relative_to(ROOT)
+            data = rel.as_posix().startswith(tuple(f"{d}/" for d in DATA_EXCLUDES))
+            if IGNORED_PARTS.isdisjoint(rel.parts) and not data:
+                out.add(rel.as_posix())
+    return out
+
+
+def test_ruff_checks_every_python_file():
+    """ruff's file list is every .py file on disk under the linted folders (a folder ruff skips by name fails)."""
+    proc = _run("ruff", "check", "--no-cache", "--show-files", *LINTED)
+    assert proc.returncode == 0, proc.stderr
+    listed = {Path(line.strip()).resolve().relative_to(ROOT).as_posix()
+              for line in proc.stdout.splitlines() if line.strip().endswith(".py")}
+    on_disk = _python_files()
+    assert len(on_disk) > 300 and "src/etlens/builder/session.py" in listed
+    missing = sorted(on_disk - listed)
+    assert not missing, (f"{len(missing)} .py files ruff does not check (a folder its default exclude skips?): "
+                         f"{missing[:20]}")
+
+
+def test_data_excludes_are_pyprojects():
+    """The data folders this file allows are exactly the ones pyproject.toml excludes from ruff."""
+    tomllib = pytest.importorskip("tomllib")
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        conf = tomllib.load(f)
+    assert tuple(conf["tool"]["ruff"].get("extend-exclude", ())) == DATA_EXCLUDES
 
 
 @pytest.mark.parametrize("package", ["src/etlens/model"])
