@@ -43,7 +43,7 @@ def build_once(prefix: str, script: Path, extra: tuple[Path, ...] = ()) -> Path:
     """Run ``python SCRIPT OUT`` once per content of ``script`` + ``extra``; return ``OUT``.
 
     ``OUT`` is ``$ETLENS_FIXTURE_CACHE/<prefix>-<sha256 of the sources, 12 hex>``; a file lock makes
-    parallel test workers wait for the one that builds, and a ``done`` marker makes later sessions
+    parallel test workers wait for the one that builds, and a ``done`` marker makes later test runs
     reuse the output while the sources are unchanged. The script runs with this checkout's ``src``
     first on ``PYTHONPATH``; its failure raises with the tail of its output.
     """

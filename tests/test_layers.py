@@ -18,7 +18,7 @@ Two more, inside packages too:
 * **sibling private**: a module may not import a private ``_x`` *name* of another module, even in its
   own package (``from .core import _STRUCTURAL``): a shared name is public, or lives in one home both
   import. A private ``_x`` *module* of its own package (``from . import _snapshot``) is that package's
-  helper and allowed;
+  own and allowed;
 * **cycles**: the import graph between modules (every import, lazy ones included; ``from pkg import
   mod`` is an edge to ``pkg.mod``) has no cycle. A package ``__init__`` re-exporting its modules is an
   edge like any other, so a module must not import its own package's ``__init__`` back.
@@ -221,7 +221,7 @@ def sibling_private() -> list[str]:
                     continue
                 sub = f"{module}.{name}"
                 if _is_module(sub) and module == package:
-                    continue  # the package's own private helper module
+                    continue  # the package's own private module
                 if _is_module(sub):
                     out.append(f"{me} -> {sub} (private module of another package)")
                 else:

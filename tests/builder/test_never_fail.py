@@ -1,4 +1,4 @@
-"""No optional stage takes the report down (issue #32): the pass trace, the inside view, the numeric gap.
+"""No optional stage takes the report down: the pass trace, the inside view, the numeric gap.
 
 Each stage is made to fail (monkeypatched in this process, where ``main()`` runs): the report is
 still written with everything else, the page and the terminal name the stage and why in one line,

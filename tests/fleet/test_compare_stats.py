@@ -3,7 +3,7 @@
 Pure functions on fixed numbers (seeded draws), so every assertion is deterministic. The verdicts end to end
 are tested on data whose truth is known: real ETDumps recorded once with effects planted in their timings
 (``test_recorded.py``) and seeded simulations of quiet, busy and loaded machines (``test_simulated.py``).
-Nothing here measures live: how the rule does on processes measured now, on this machine (the 20-group judge
+Nothing here measures live: how the rule does on processes measured now, on this machine (the 20-group verdict
 protocol, planted 1.3x real work, same build back to back and minutes apart) is a benchmark,
 ``benchmarks/bench_compare.py`` — timing noise decides those numbers, so they are reported, not asserted.
 """

@@ -1,4 +1,4 @@
-"""Idempotent, crash-safe, concurrent fleet ingestion (issue #32).
+"""Idempotent, crash-safe, concurrent fleet ingestion.
 
 Collecting the same dumps twice adds nothing (it used to double every event); ``--replace`` swaps a
 source's rows and ``--append-duplicates`` keeps the old behaviour. ``etlens collect`` run as a real

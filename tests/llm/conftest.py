@@ -2,7 +2,7 @@
 
 ``llm_corpus`` is session-scoped: the first test that asks for it runs the generator (ExecuTorch's
 own ``export_llama`` plus the real runtime, ~2-3 minutes on 2 cores) into
-``$ETLENS_FIXTURE_CACHE/llm-<hash of build.py and export_llama.py>/`` under a file lock; later sessions reuse it
+``$ETLENS_FIXTURE_CACHE/llm-<hash of build.py and export_llama.py>/`` under a file lock; later test runs reuse it
 while they are unchanged. Each case is a ``SimpleNamespace`` with absolute paths (``pte``,
 ``etrecord``, ``etdump``, ``debug_buffer``, ``etdump_profile``, ``dir``) and the manifest entry
 (``calls``, ``params``, ``dynamic_shape``, ``quantization``, ``max_seq_len`` ...).

@@ -1,4 +1,4 @@
-"""LLM phases on timing-only ETDumps (issue #38): export_llama programs run without a debug buffer.
+"""LLM phases on timing-only ETDumps: export_llama programs run without a debug buffer.
 
 The phase corpus (``tests/llm/build_phases.py``, fixture ``llm_phases``): a 4-layer Llama exported by
 ExecuTorch's own ``export_llama`` with dynamic and with static shapes, run by the real runtime in a

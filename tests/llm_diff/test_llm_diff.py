@@ -82,7 +82,7 @@ def test_two_4layer_builds_64_tokens_within_budget(llm_diff_corpus, tmp_path):
     r = _diff(llm_diff_corpus, "fp32", "q8", out_dir=tmp_path)
     assert r["rc"] == 0, r["stderr"]
     print(f"fp32 vs 8da4w, 4 layers x 64 tokens: wall {r['wall']:.1f} s, CPU {r['cpu']:.1f} s")
-    # the brief: <= 60 s on 2 cores. CPU seconds are what a loaded test machine can measure fairly.
+    # the budget: <= 60 s on 2 cores. CPU seconds are what a loaded test machine can measure fairly.
     assert r["cpu"] <= 60
 
 

@@ -18,7 +18,7 @@ what it produced. The way in is :class:`BuildSession` (see docs/build.md):
   example inputs, the built-in demo models;
 * :mod:`.oplibs`, :mod:`.debug_buffer`, :mod:`.describe` — operator libraries a program needs,
   the runtime's debug-buffer sizing, the partitioner's recorded decisions;
-* :mod:`.pipeline` — one-call helpers (:func:`~.pipeline.lower`, :func:`~.pipeline.build_and_run`)
+* :mod:`.pipeline` — one-call functions (:func:`~.pipeline.lower`, :func:`~.pipeline.build_and_run`)
   for scripts and test fixtures;
 * :mod:`.inside` — the instrumented inside-the-delegates build (:func:`~.inside.inside_delegates`;
   :class:`~.inside.race.InsideRace`: raced on a second child while the session lowers).

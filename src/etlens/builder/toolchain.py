@@ -3,7 +3,7 @@
 Every ``torch.export.export``, ``to_edge_transform_and_lower`` and ``to_executorch`` of etlens goes
 through here (pt2e's ``prepare_pt2e`` / ``convert_pt2e`` are in :mod:`etlens.builder.quantize`):
 the production lowering (:mod:`etlens.builder.lower`, in the worker child or in process), the
-pass tracer's stages (:mod:`etlens.passes.tracer`), the one-call helpers of
+pass tracer's stages (:mod:`etlens.passes.tracer`), the one-call functions of
 :mod:`etlens.builder.pipeline` and the inside-delegates cycles. Two facts have one home here:
 a backend named ``portable`` (or ``none``, empty, ``None``) delegates nothing (:func:`backend_config`),
 and a program with ``quantized_decomposed`` calls needs ExecuTorch's quantized kernels

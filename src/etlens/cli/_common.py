@@ -1,4 +1,4 @@
-"""Small helpers shared by subcommands: parser construction and output writing."""
+"""Small functions shared by subcommands: parser construction and output writing."""
 
 from __future__ import annotations
 

@@ -213,7 +213,7 @@ def emit(args: Any, *, doc: Any = None, rows: Any = None, columns: Sequence[str]
     return out
 
 
-# -- the (columns, rows) helpers every command used before the emitter; kept as thin wrappers ----------
+# -- the (columns, rows) functions every command used before the emitter; kept as thin wrappers --------
 
 def render_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, *,
                 floatfmt: str = ".4g", footer: str | None = None) -> str:

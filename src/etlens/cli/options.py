@@ -1,6 +1,6 @@
 """The command line's shared grammar: output format, model source, gate flags and exit codes.
 
-Every subcommand builds its options from these helpers, so the same idea is spelled the same way
+Every subcommand builds its options from these functions, so the same idea is spelled the same way
 everywhere:
 
 * **output** — :func:`add_output` adds ``--format {table,csv,tsv,json}`` and ``-o/--output FILE``

@@ -1,6 +1,6 @@
 """Turning programs into snapshot graphs: conversion, stable ids, diffs with delegation, handles.
 
-Private helpers of :mod:`etlens.passes.tracer`. The fx → Graph conversion itself lives in
+Private functions of :mod:`etlens.passes.tracer`. The fx → Graph conversion itself lives in
 :mod:`etlens.readers.exported` (one converter for every torch object in etlens); this module only
 adds what a *sequence* of graphs needs.
 """

@@ -9,11 +9,11 @@ from .base import Artifact
 from .registry import READERS, ReaderSpec, read, read_object, sniff
 
 __all__ = ["Artifact", "READERS", "ReaderSpec", "read", "read_object", "sniff",
-           # helpers for analyses (imported on first use, see _HELPERS)
+           # functions for analyses (imported on first use, see _HELPERS)
            "target_name", "parse_nn_module_stack", "split_module_entry", "rewrite_edge_targets",
            "ensure_quant_ops"]
 
-# -- public helpers for analyses over fx graphs and serialized programs ---------------------------------
+# -- public functions for analyses over fx graphs and serialized programs -------------------------------
 #: name -> module of this package that defines it; imported on first access so ``import
 #: etlens.readers`` stays cheap. ``target_name(target)``: readable operator name of an fx target;
 #: ``parse_nn_module_stack(text)`` / ``split_module_entry(item)``: torch's serialized module stack;

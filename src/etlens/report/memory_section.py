@@ -1,4 +1,4 @@
-"""Report sections for issue 15: planned memory, file size and runtime allocations.
+"""Report sections on memory and size: planned memory, file size and runtime allocations.
 
 :func:`memory_sections` is the one hook :func:`etlens.report.page.build_page` calls. With a
 ``.pte`` it writes the arena occupancy chart (``<stem>.memory.html``) and the size treemap

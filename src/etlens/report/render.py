@@ -38,7 +38,7 @@ class Card:
 
 @dataclass
 class Section:
-    """One report section; ``body`` is trusted HTML built with the helpers of this module."""
+    """One report section; ``body`` is trusted HTML built with the functions of this module."""
 
     id: str
     title: str

@@ -1,4 +1,4 @@
-"""Shared helper for the delegation tests: each demo case lowered in memory once per process.
+"""Shared lowering for the delegation tests: each demo case lowered in memory once per process.
 
 ``lowered(case)`` returns the ``EdgeProgramManager`` from ``to_edge_transform_and_lower`` with the
 XNNPACK partitioner, *not* passed through ``to_executorch`` (which rewrites the edge program in

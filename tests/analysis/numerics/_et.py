@@ -1,4 +1,4 @@
-"""Shared helpers for the numerics tests: build ExecuTorch's and etlens's inspectors once per case."""
+"""Shared code for the numerics tests: build ExecuTorch's and etlens's inspectors once per case."""
 
 from __future__ import annotations
 

@@ -167,7 +167,7 @@ def _chain(name: str, prefix: str, length: int) -> Graph:
 
 
 def test_pass_stepper_opens_fitted_on_the_first_pass(open_page, tmp_path):
-    # issue #18: the union of all passes is ten times taller than the first pass; the stepper used to
+    # the union of all passes is ten times taller than the first pass; the stepper used to
     # open readable at the top of the union, cutting the first pass off on a mostly empty canvas
     first, later = _chain("export", "a", 30), _chain("lowered", "b", 300)
     pg = open_page(generate_multi_pass_html([("export", first), ("lower", later)], tmp_path / "fit.html"))

@@ -149,8 +149,8 @@ def _bundle(files: dict[str, str]) -> str:
 def test_bundle_orders_modules_and_keeps_private_names_private():
     js = _bundle({
         "main.js": "import { b } from './b.js';\nimport { a } from './a.js';\nb(a);\n",
-        "b.js": "import { a } from './a.js';\nconst helper = 1;\nexport function b(x) { return x + a + helper; }\n",
-        "a.js": "const helper = 2;\nexport const a = helper;\n",
+        "b.js": "import { a } from './a.js';\nconst extra = 1;\nexport function b(x) { return x + a + extra; }\n",
+        "a.js": "const base = 2;\nexport const a = base;\n",
     })
     assert js.index("---- a.js") < js.index("---- b.js") < js.index("---- main.js")
     assert "import " not in js and "export " not in js

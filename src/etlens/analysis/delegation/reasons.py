@@ -5,7 +5,7 @@ ExecuTorch's configuration-based partitioners (XNNPACK and others built on
 ``partitioner.target_partitioner_configs`` (keyed by the op name without its namespace, such as
 ``linear.default``). A config's ``check_constraints(node, program)`` decides whether a node may be
 delegated, and when it says no it usually records why through ExecuTorch's ``WhyNoPartition``
-helper, which logs an object carrying ``.node`` and ``.reason`` at DEBUG level.
+class, which logs an object carrying ``.node`` and ``.reason`` at DEBUG level.
 
 :func:`explain` replays that decision for each non-delegated node: no config for the op → "no
 support config"; a failing check → the logged reason (or "check_constraints returned False");

@@ -146,7 +146,7 @@ class Inspector(RecordLinking):
                 self._block_methods = [self._method_name()] * len(self._blocks)
                 self._label_blocks()
 
-    # -- construction helpers ----------------------------------------------------------------------
+    # -- construction ------------------------------------------------------------------------------
     @classmethod
     def from_files(cls, etdump: str, etrecord: Any = None, debug_buffer: Optional[str] = None, **kw) -> "Inspector":
         """Load an inspector from file paths (the etlens-style spelling of the constructor)."""

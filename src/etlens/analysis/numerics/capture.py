@@ -63,7 +63,7 @@ class ReferenceProgram:
     fallback: Callable[[], Any] | None = None
 
 
-# -- lineage helpers ------------------------------------------------------------------------------
+# -- lineage ------------------------------------------------------------------------------------
 def _src_field(src: Any, name: str, default: Any = None) -> Any:
     if isinstance(src, dict):
         return src.get(name, default)

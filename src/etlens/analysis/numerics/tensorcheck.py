@@ -1,4 +1,4 @@
-"""Small tensor helpers of the gap table: sizes, shapes, descriptions, relative error."""
+"""Small tensor functions of the gap table: sizes, shapes, descriptions, relative error."""
 
 from __future__ import annotations
 

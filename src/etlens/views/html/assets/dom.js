@@ -1,4 +1,4 @@
-/* etlens viewer — DOM helpers and the colour vocabulary shared by every component.
+/* etlens viewer — DOM functions and the colour vocabulary shared by every component.
  *
  * Every string that comes from the model reaches the page through textContent (see el), never
  * innerHTML: node names are user data. */
