@@ -78,6 +78,7 @@ INSTALL_HINTS = {
     "tosa_serializer": "pip install 'etlens[cortex-m]' && pip install --no-deps tosa-tools==2026.5.0",
     "model_explorer": "pip install ai-edge-model-explorer",
     "transformers": "pip install transformers",
+    "mcp": "pip install 'etlens[mcp]'",
 }
 
 

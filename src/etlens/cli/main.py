@@ -40,6 +40,7 @@ COMMANDS += ["collect", "query", "compare"]  # fleet: datasets of many runs (etl
 COMMANDS += ["memory", "size", "diff", "verify"]  # where the bytes go, program diff, bundled programs
 COMMANDS += ["llm_diff"]  # two LLM builds token by token, down to the first divergent layer
 COMMANDS += ["fix"]  # keep-in-float recipe: culprits by introduced error, candidates re-lowered
+COMMANDS += ["doctor", "mcp"]  # findings with fixes, verified; the MCP server for agents
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,68 @@
+"""Rule ``layout-copy``: dim-order / layout copies around delegates.
+
+A memory-format change in the model (``x.contiguous(memory_format=torch.channels_last)``,
+``.to(memory_format=…)``) becomes a ``_clone_dim_order`` / ``_to_dim_order_copy`` node. Delegates
+that pick their own layout refuse clones that change the dim order, so the copy runs on a portable
+kernel between two delegate calls, and the delegate before it converts its output back to the
+contiguous layout first (an inserted transpose). This rule takes every such copy outside the
+delegates, its time, and the inserted layout events of the delegate calls right next to it.
+Estimated win: the copy's time plus half of those neighbours' inserted time (one side of each).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._common import is_layout_op, op_base, share, uniq, where
+from .finding import Finding, severity_for
+
+__all__ = ["RULE", "check"]
+
+RULE = "layout-copy"
+
+
+def _neighbour_inserted_ms(ctx: Any, handles: set[int]) -> float:
+    tl = ctx.timeline
+    idx = [i for i, e in enumerate(tl) if e["kind"] == "op" and handles & set(e["handles"])]
+    near: set[int] = set()
+    for i in idx:
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(tl) and tl[j]["kind"] == "delegate":
+                near.add(tl[j]["instruction"])
+    att = ctx.attribution
+    if att is None or not near:
+        return 0.0
+    total = 0.0
+    for ev in att.events:
+        if ev.match.quality == "inserted" and int(ev.instruction) in near:
+            total += float(ctx.inspector.block_columns[ev.block].stats()[ev.index, 3])
+    return total
+
+
+def check(ctx: Any) -> list[Finding]:
+    copies = [c for c in ctx.costs if not c.inside_delegate and is_layout_op(c.op) and c.ms > 0]
+    if not copies:
+        return []
+    if op_base(copies[0].op) == "clone" and all(op_base(c.op) == "clone" for c in copies) and not ctx.timeline:
+        return []
+    ms = sum(c.ms for c in copies)
+    around = _neighbour_inserted_ms(ctx, {h for c in copies for h in c.handles})
+    win = ms + 0.5 * around
+    total = ctx.latency_ms
+    score = share(win, total)
+    modules = uniq(c.module_path for c in copies)
+    lines = uniq(c.source_line for c in copies if c.source_line)
+    ops = uniq(op_base(c.op) for c in copies)
+    at = ", ".join(where(m) for m in modules[:3]) + (f" ({lines[0]})" if lines else "")
+    fix = (f"remove the memory-format change at {at} (a .contiguous(memory_format=…), .to(memory_format=…) or "
+           f"permute that only changes the layout): the delegate picks its own layout, so the {', '.join(ops)} copy "
+           "and the layout conversions of the delegate calls around it go away")
+    return [Finding(
+        rule=RULE, severity=severity_for(score),
+        title=f"layout copies ({', '.join(ops)}) outside the delegates: {ms:.3g} ms/run",
+        module_paths=modules, nodes=[c.node for c in copies],
+        evidence={"copy_ops": ops, "copy_ms": ms, "inserted_layout_ms_around": around, "latency_ms": total,
+                  "source_lines": lines, "per_node_ms": {c.node: c.ms for c in copies}},
+        estimated_win={"ms": win}, score=score, fix=fix,
+        action={"kind": "code", "op": ops, "source_lines": lines},
+        verify_command=ctx.command("doctor", "--format json"))]
