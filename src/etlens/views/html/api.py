@@ -147,15 +147,21 @@ def generate_compare_html(graphs: Any, path: str | os.PathLike, *, title: str | 
     return write_html(compare_page(graphs, title=title), path)
 
 
-def compare_page(graphs: Any, *, title: str | None = None) -> str:
-    """The page :func:`generate_compare_html` writes, as a string."""
+def compare_page(graphs: Any, *, title: str | None = None, overlays: Any = None,
+                 overlay_label: str | None = None) -> str:
+    """The page :func:`generate_compare_html` writes, as a string.
+
+    ``overlays``: one ``{node name: number}`` per graph (or ``None``), coloured on one shared scale
+    titled ``overlay_label`` (e.g. the time change of the ops two builds did differently).
+    """
     from ...model.diff import match_nodes
 
     named = _named_graphs(graphs)
     strings = Strings()
     gps = []
-    for name, g in named:
-        gp = graph_payload(g, strings)
+    for i, (name, g) in enumerate(named):
+        ov = overlays[i] if overlays is not None and i < len(overlays) else None
+        gp = graph_payload(g, strings, overlay=dict(ov) if ov is not None else None)
         gp["name"] = strings(name)
         gps.append(gp)
     match: dict[str, list[int]] = {}
@@ -183,4 +189,6 @@ def compare_page(graphs: Any, *, title: str | None = None) -> str:
     payload: Payload = {"version": PAYLOAD_VERSION, "mode": "compare",
                         "title": title or " → ".join(n for n, _ in named), "graphs": gps, "matches": match,
                         "strings": strings.table}
+    if overlays is not None:
+        payload["overlay"] = _overlay_meta([v for gp in gps for v in gp["nodes"].get("overlay") or []], overlay_label)
     return render_page(payload)
