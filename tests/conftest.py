@@ -68,8 +68,8 @@ def build_once(prefix: str, script: Path, extra: tuple[Path, ...] = ()) -> Path:
 def _source_key() -> str:
     h = hashlib.sha256()
     src = ROOT / "src" / "etlens"
-    for p in (GENERATOR, src / "builder" / "demos.py", src / "builder" / "pipeline.py", src / "builder" / "toolchain.py",
-              src / "builder" / "lower.py"):
+    for p in (GENERATOR, src / "builder" / "demos.py", src / "builder" / "pipeline.py",
+              src / "builder" / "toolchain.py", src / "builder" / "lower.py"):
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
 

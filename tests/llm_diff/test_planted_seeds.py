@@ -1,6 +1,6 @@
 """Planted single-layer faults on real builds over 10 seeds: the fp32 ``.pte`` with one weight scaled in place
 (:mod:`tests.llm_diff.plant`, byte for byte the export of the disturbed checkpoint), run by ExecuTorch's runtime
-against the clean build. The brief: the planted layer named in at least 9 of 10 seeds, never a later one.
+against the clean build. The goal: the planted layer named in at least 9 of 10 seeds, never a later one.
 
 One warm worker child serves all 20 runs (token statistics and the layer table; the CLI would start a child
 per pair).
