@@ -39,11 +39,25 @@ def _neighbour_inserted_ms(ctx: Any, handles: set[int]) -> float:
     return total
 
 
+#: ops that only exist to change the dim order: a finding wherever they run next to a delegate
+DIM_ORDER_OPS = ("_clone_dim_order", "_to_dim_order_copy")
+
+
+def _next_to_delegate(ctx: Any, c: Any) -> bool:
+    tl = ctx.timeline
+    for i, e in enumerate(tl):
+        if e["kind"] == "op" and set(c.handles) & set(e["handles"]):
+            if any(0 <= j < len(tl) and tl[j]["kind"] == "delegate" for j in (i - 1, i + 1)):
+                return True
+    return False
+
+
 def check(ctx: Any) -> list[Finding]:
-    copies = [c for c in ctx.costs if not c.inside_delegate and is_layout_op(c.op) and c.ms > 0]
+    if not any(e["kind"] == "delegate" for e in ctx.timeline):
+        return []  # nothing delegated: a permute of a portable linear is its own business
+    copies = [c for c in ctx.costs if not c.inside_delegate and is_layout_op(c.op) and c.ms > 0
+              and (op_base(c.op) in DIM_ORDER_OPS or _next_to_delegate(ctx, c))]
     if not copies:
-        return []
-    if op_base(copies[0].op) == "clone" and all(op_base(c.op) == "clone" for c in copies) and not ctx.timeline:
         return []
     ms = sum(c.ms for c in copies)
     around = _neighbour_inserted_ms(ctx, {h for c in copies for h in c.handles})
