@@ -67,11 +67,31 @@ def fragmented(fixed: bool = False):
     return Fragmented(fixed=fixed).eval(), (torch.randn(64, 64),)
 
 
-def quant_culprit():
-    from tests.fix.culprits import make_case
+class MLP(nn.Module):
+    def __init__(self, depth: int = 6, width: int = 32):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(depth)])
+        with torch.no_grad():  # He init: the signal keeps its scale through the ReLU layers
+            for layer in self.layers:
+                layer.weight.normal_(0.0, (2.0 / width) ** 0.5)
+                layer.bias.normal_(0.0, 0.1)
 
-    model, inputs, _ = make_case("mlp_act", 0)
-    return model, inputs
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+def quant_culprit():
+    """``layers.2`` emits one channel near 1000 that ``layers.3`` ignores (a "massive activation"): harmless
+    in float, but the per-tensor int8 scale it sets crushes every other channel (as tests/fix/culprits.py)."""
+    torch.manual_seed(0)
+    model = MLP().eval()
+    with torch.no_grad():
+        model.layers[2].weight[5] *= 10.0
+        model.layers[2].bias[5] = 1000.0
+        model.layers[3].weight[:, 5] = 0.0
+    return model, (torch.randn(16, 32, generator=torch.Generator().manual_seed(1000)),)
 
 
 class ToChannelsLast(nn.Module):

@@ -174,6 +174,11 @@ def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str])
     inputs = data.inputs
     page = ReportPage(title=inputs.title, subtitle=inputs.subtitle, cards=_cards(data), notes=list(data.notes))
     inside.adjust_cards(page.cards, data)
+    from . import doctor_section  # the findings come first: what to change, before what happened
+
+    found = doctor_section.findings(data)
+    page.sections.extend(s for s in [doctor_section.section(found)] if s is not None)
+    page.cards.extend(c for c in [doctor_section.card(found)] if c is not None)
     if data.reference_graph is not None:
         g = data.reference_graph
         body = ""

@@ -71,6 +71,12 @@ class DoctorContext:
         return cls(etdump=arts.etdump, etrecord=arts.etrecord, pte=arts.pte, debug_buffer=arts.debug_buffer,
                    session=session, model_args=model_args)
 
+    def provide(self, **analyses: Any) -> DoctorContext:
+        """Hand over analyses already computed (``inspector=``, ``attribution=``, ``delegation=``,
+        ``memory=``): the report passes its own, so nothing is computed twice. Returns ``self``."""
+        self._cache.update({k: v for k, v in analyses.items() if v is not None})
+        return self
+
     # -- lazy analyses ---------------------------------------------------------------------------
     def _get(self, key: str, fn: Any) -> Any:
         if key not in self._cache:
@@ -174,7 +180,7 @@ class DoctorContext:
     def partitioner(self) -> Any:
         """The build's partitioners (``None`` without a build or when they cannot be made here)."""
         def make() -> Any:
-            cfg = getattr(self.session, "config", None)
+            cfg = getattr(self.session, "config", None) or self._artifact_config()
             if cfg is None or getattr(cfg, "partitioner_factory", None) is None:
                 return None
             try:
@@ -183,6 +189,24 @@ class DoctorContext:
                 self.notes["partitioner"] = f"{type(exc).__name__}: {str(exc)[:200]}"
                 return None
         return self._get("partitioner", make)
+
+    def _artifact_config(self) -> Any:
+        """Without a build: the build config of the backend the program's delegates belong to (the registry's
+        ``builds`` name), whose partitioner can replay its checks on the ETRecord's edge program."""
+        if self.program is None or self.etrecord is None:
+            return None
+        from ...backends import for_delegate
+        from ...builder.backends import get_backend
+
+        for plan in self.program.program.execution_plan:
+            for d in plan.delegates:
+                b = for_delegate(d.id)
+                if b is not None and b.builds:
+                    try:
+                        return get_backend(b.builds[0])
+                    except Exception:  # noqa: BLE001 - no build config here: no reasons
+                        return None
+        return None
 
     @property
     def memory(self) -> Any:
