@@ -238,8 +238,15 @@ def llm_run(job: dict[str, Any], proto: Any) -> dict[str, Any]:
     return llm_run_job(job, proto)
 
 
+def memory_measure(job: dict[str, Any], proto: Any) -> dict[str, Any]:
+    """A program's memory stage by stage, in this (fresh) child (:mod:`etlens.builder.jobs_memory`)."""
+    from .jobs_memory import memory_measure_job
+
+    return memory_measure_job(job, proto)
+
+
 #: job name -> function(job, protocol stream) -> result dict
 JOBS: dict[str, Callable[[dict[str, Any], Any], dict[str, Any]]] = {
     "lower": lower, "trace-lowering": trace, "run": run, "bundled-run": bundled_run, "list-operators": list_operators,
-    "llm-run": llm_run,
+    "llm-run": llm_run, "memory-measure": memory_measure,
 }

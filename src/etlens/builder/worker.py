@@ -19,6 +19,8 @@ a ``python`` child (:mod:`etlens.builder.child`). Jobs by name:
 ``list-operators``  the operator names the runtime has kernels for
 ``llm-run``         an LLM ``.pte`` fed a token sequence with teacher forcing, logits per position
                     (+ ETDump and debug buffer): :mod:`etlens.builder.jobs_llm`, for ``etlens llm-diff``
+``memory-measure``  load and run a ``.pte`` stage by stage, sampling the process's memory after each
+                    (:mod:`etlens.builder.jobs_memory`; in a child of its own, started for it alone)
 =================== ==========================================================================
 
 One child serves many jobs (``import torch`` + executorch, about 8 s of CPU, is paid once): a
@@ -59,7 +61,7 @@ from ..errors import EtlensError
 __all__ = ["Worker", "NativeStageError", "JOBS", "last_native_line", "save_inputs"]
 
 #: the jobs a child knows (see :mod:`etlens.builder.child`)
-JOBS = ("lower", "trace-lowering", "run", "bundled-run", "list-operators", "llm-run")
+JOBS = ("lower", "trace-lowering", "run", "bundled-run", "list-operators", "llm-run", "memory-measure")
 
 #: an ExecuTorch native log line: ``[file.cpp:42] message`` (or ``E 00:00:00.123 executorch:file.cpp:42] …``)
 _NATIVE_LOG = re.compile(r"^(?:[DIWEF] \d\d:\d\d:\d\d\.\d+ executorch:|\[)[\w./-]+:\d+\] (.*)$")
@@ -76,6 +78,7 @@ _STAGES = {
     "list-operators": ("list the runtime's operators", "check the executorch install (executorch==1.5.1)"),
     "llm-run": ("run the LLM on the ExecuTorch runtime", "debug buffer: {size}; --no-layers runs it without "
                 "intermediate outputs"),
+    "memory-measure": ("measure memory on the ExecuTorch runtime", "{log_hint}"),
 }
 
 

@@ -22,6 +22,9 @@ def register(sub) -> None:
              "program's arena exceeds N bytes", metavar="N", type=int)
     add_gate(p, "flash-bytes", "Ethos-U programs: fail when the weights plus command streams (flash) exceed N bytes",
              metavar="N", type=int)
+    from .memory_measure import add_measure_args
+
+    add_measure_args(p)
     p.set_defaults(func=run)
 
 
@@ -46,6 +49,11 @@ def run(args) -> int:
 
     doc = report.to_json()
     npu = _ethos_u(args, doc)
+    measured = None
+    if args.measure or args.fail_on_peak_bytes is not None:
+        from .memory_measure import measure
+
+        measured = measure(args, report, doc)
 
     def text() -> str:
         out = format_memory(report, args.top)
@@ -53,6 +61,10 @@ def run(args) -> int:
             from ..views.memsize_text import format_ethos_u_memory
 
             out += "\n" + format_ethos_u_memory(npu)
+        if measured is not None:
+            from ..views.memory_measured import format_measured
+
+            out += "\n" + format_measured(measured)
         return out
 
     # CSV/TSV: one row per planned tensor, every method and arena
@@ -61,7 +73,13 @@ def run(args) -> int:
     if args.html:
         from ..views.memory_timeline import write_memory_html
 
-        write_memory_html(report, args.html)
+        write_memory_html(report, args.html, measured=measured)
+    if measured is not None:
+        from .memory_measure import peak_gate
+
+        failed = peak_gate(args, measured)
+        if failed is not None:
+            return failed
     return _gates(args, npu)
 
 

@@ -153,18 +153,29 @@ def memory_svg(report: Any, width: int = 960) -> str:
     return "".join(out)
 
 
-def write_memory_html(report: Any, path: str, title: str | None = None) -> str:
-    """Write the whole page (offline) and return ``path``."""
-    doc = memory_page(report, title)
+def write_memory_html(report: Any, path: str, title: str | None = None, measured: dict[str, Any] | None = None) -> str:
+    """Write the whole page (offline) and return ``path`` (``measured``: see :func:`memory_page`)."""
+    doc = memory_page(report, title, measured=measured)
     with open(path, "w", encoding="utf-8") as f:
         f.write(doc)
     return path
 
 
-def memory_page(report: Any, title: str | None = None) -> str:
-    """The whole offline page :func:`write_memory_html` writes, as a string (the notebook display embeds it)."""
+def memory_page(report: Any, title: str | None = None, measured: dict[str, Any] | None = None) -> str:
+    """The whole offline page :func:`write_memory_html` writes, as a string (the notebook display embeds it).
+
+    ``measured`` (:func:`etlens.analysis.memory_measured.measured_memory`): the process's measured
+    memory, owners and plan-vs-actual, shown above the plan.
+    """
     title = title or f"memory · {os.path.basename(report.path)}"
-    return page(title, "<p class='facts'>Each bar is a planned tensor: x = the instructions it is live for, y = its "
-                "bytes in the arena. The blue curve is the live bytes; the orange dot the peak. Hover for details.</p>"
+    top = ""
+    if measured is not None:
+        from .memory_measured import measured_html
+
+        top = "<h3>Measured: the plan beside what the process used</h3>" + measured_html(measured) + \
+            "<h3>Planned arenas</h3>"
+    return page(title, top + "<p class='facts'>Each bar is a planned tensor: x = the instructions it is live for, "
+                "y = its bytes in the arena. The blue curve is the live bytes; the orange dot the peak. "
+                "Hover for details.</p>"
                 + memory_svg(report), css="body{margin:16px}" + MEMORY_CSS, script=TOOLTIP_JS, heading="h2",
                 body_class="etl-mem")
