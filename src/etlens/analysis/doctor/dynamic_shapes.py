@@ -28,7 +28,7 @@ def used_shapes(ctx: Any) -> list[tuple[int, ...]] | None:
     inputs = getattr(ctx.session, "inputs", None)
     if inputs is None and ctx.etrecord is not None:
         try:
-            reps = ctx.etrecord.representative_inputs()
+            reps = ctx.etrecord.representative_inputs
         except Exception:  # noqa: BLE001 - no representative inputs recorded
             reps = None
         inputs = reps[0] if reps else None
