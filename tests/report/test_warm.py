@@ -3,9 +3,11 @@
 CPython's ``ast.parse`` is not safe in two threads at once before 3.13 (a shared recursion counter: ``SystemError:
 AST constructor recursion depth mismatch``), and the prewarm thread runs beside the build, which parses too. Checked:
 
-* the list is read (with ast) in the calling thread, once per process;
+* the list is found without ast (the import statements, scanned), once per process, and holds every module an
+  ast walk of the same sources finds;
 * through ``report_from_session`` itself (a stand-in session whose ``build`` runs the ``while_lowering`` callbacks in
-  a thread, as ``BuildSession`` does, then stops the report): the prewarm thread parses no source of its own;
+  a thread, as ``BuildSession`` does, then stops the report): nothing parses but the prewarm thread's imports,
+  each under the parse lock;
 * what an import parses in the prewarm thread holds the one parse lock, and ``ast.parse`` is the original again
   after the block;
 * two threads parsing at once under the lock never overlap.
@@ -43,13 +45,43 @@ def _lock_owned() -> bool:
     return warm._PARSE_LOCK._is_owned()
 
 
-def test_list_follows_the_report_imports(parse_threads):
+def _ast_imports(name, path):
+    """The same walk with ast (what the scan must find, in the test's own thread)."""
+    pkg = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = (".".join(pkg[:len(pkg) - node.level + 1] + ([node.module] if node.module else []))
+                    if node.level else node.module or "")
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                out.add(full if warm._file(full) is not None else base)
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+    return out
+
+
+def test_list_follows_the_report_imports(parse_threads, monkeypatch):
     mods = warm.report_modules(["torch"])
     assert "pandas" in mods and "etlens.report.page" in mods and "torch" not in mods
     assert not any(m.startswith(("etlens.builder", "etlens.cli")) for m in mods)
-    assert parse_threads and set(parse_threads) == {threading.main_thread().name}
-    n = len(parse_threads)
-    assert warm.report_modules(["torch"]) == mods and len(parse_threads) == n  # cached: parsed once
+    assert parse_threads == []  # no ast at all
+    assert warm.report_modules(["torch"]) == mods
+    assert warm._report_modules.cache_info().hits >= 1  # scanned once per process
+    monkeypatch.setattr(warm, "_imports", _ast_imports)
+    warm._report_modules.cache_clear()
+    by_ast = warm.report_modules(["torch"])
+    assert set(by_ast) <= set(mods) and len(set(mods) - set(by_ast)) <= 5, sorted(set(mods) ^ set(by_ast))
+
+
+def test_scan_reads_every_import_form(tmp_path):
+    src = ("import os, json as j\nfrom .render import _fmt\nfrom . import page  # noqa\n"
+           "def f():\n    from ..analysis import (\n        memory,  # planned\n        size as s,\n    )\n"
+           "    import numpy.linalg\n# from pandas import nothing\n")
+    (tmp_path / "m.py").write_text(src)
+    got = warm._imports("etlens.report.m", tmp_path / "m.py")
+    assert got == {"os", "json", "etlens.report.render", "etlens.report.page", "etlens.analysis.memory",
+                   "etlens.analysis.size", "numpy.linalg"}, got
 
 
 class _Stop(Exception):
@@ -87,7 +119,7 @@ class _Session:
         raise _Stop
 
 
-def test_prewarm_thread_never_parses(parse_threads, monkeypatch, tmp_path):
+def test_prewarm_thread_parses_only_under_the_lock(parse_threads, monkeypatch, tmp_path):
     from etlens.report import report_from_session
 
     pytest.importorskip("executorch")
@@ -103,8 +135,8 @@ def test_prewarm_thread_never_parses(parse_threads, monkeypatch, tmp_path):
     with pytest.raises(_Stop):
         report_from_session(_Session(), str(tmp_path / "r.html"), runs=1, inside_delegates=False, progress=False)
     assert len(ran) == 1 and ran[0][0] == "etlens-while-lowering" and ran[0][1] > 20, ran
-    assert "MainThread" in parse_threads and set(parse_threads) <= {"MainThread", "etlens-while-lowering"}, \
-        parse_threads
+    # the list: no ast; the thread: only what its imports parse, each under the lock
+    assert set(parse_threads) <= {"etlens-while-lowering"}, parse_threads
 
 
 def test_imports_parse_under_the_lock(parse_threads, tmp_path, monkeypatch):
@@ -124,7 +156,7 @@ def test_parses_never_overlap_under_the_lock():
 
     if sys.version_info >= (3, 13):
         pytest.skip("CPython 3.13 keeps the counter per call: no lock")
-    src = "\n".join(f"def f{i}(a, b):\n    return [a + b * {i} for _ in range(3)]" for i in range(300))
+    src = "\n".join(f"def f{i}(a, b):\n    return [a + b * {i} for _ in range(3)]" for i in range(40))
     inside, overlaps = [0], []
     real = ast.parse
 

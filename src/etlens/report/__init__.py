@@ -190,8 +190,8 @@ def report_from_session(session: Any, output: str, *, runs: int = 5, metric: str
     bar = StageBar(total=1 + int(session.quantize) + 1 + runs + int(inside_delegates) + 2, desc="etlens report",
                    enabled=progress)
     session.on_stage = bar.step
-    # the list is read with ast here, before any thread starts, and the threads beside the build (prewarm, the
-    # inside view's export) parse one at a time: CPython's ast is not thread-safe (see report.warm)
+    # the prewarm list (import statements scanned, no ast); while the report builds, the threads beside it (prewarm,
+    # the inside view's export) parse one at a time: CPython's ast is not thread-safe (see report.warm)
     modules = report_modules(session.prewarm_modules())
     with session, bar, serialized_parse():
         session.while_lowering(lambda: prewarm(modules))
