@@ -169,7 +169,7 @@ def _run_builds(args, dir_a: str, dir_b: str) -> int:
     from ..analysis.build_diff import diff_builds
     from ..views.build_diff import ROW_COLUMNS, build_diff_rows, build_diff_text
 
-    d = diff_builds(dir_a, dir_b, noise=args.noise, with_debug=False)
+    d = diff_builds(dir_a, dir_b, noise=args.noise)
     doc = d.to_json()
     emit(args, doc=doc, rows=(list(ROW_COLUMNS), build_diff_rows(d)), text=lambda: build_diff_text(d))
     if args.html:

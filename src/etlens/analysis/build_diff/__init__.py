@@ -53,24 +53,28 @@ class BuildDiff:
     headline: str
     program: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    #: row index -> numeric gap A vs B (:mod:`.numerics`; only with debug buffers on both sides)
+    gaps: dict[int, dict[str, float]] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
     def unaligned(self) -> list[Aligned]:
         return [r for r in self.rows if r.a is None or r.b is None]
 
-    def row_json(self, r: Aligned) -> dict[str, Any]:
+    def row_json(self, r: Aligned, gap: dict[str, float] | None = None) -> dict[str, Any]:
+        """One ``ops[]`` row of the JSON (``gap``: its numeric gap, when both builds logged it)."""
         ta = r.a.median_ms if r.a is not None else 0.0
         tb = r.b.median_ms if r.b is not None else 0.0
         delta = (tb if tb == tb else 0.0) - (ta if ta == ta else 0.0)
         return {"module_path": r.module_path, "op": r.op, "how": r.how, "kind": row_kind(r) or "same",
                 "a": r.a.side_json() if r.a is not None else None,
-                "b": r.b.side_json() if r.b is not None else None, "time_delta_ms": delta}
+                "b": r.b.side_json() if r.b is not None else None, "time_delta_ms": delta, "gap": gap}
 
     def to_json(self) -> dict[str, Any]:
+        ops = [self.row_json(r, self.gaps.get(i)) for i, r in enumerate(self.rows)]
         return {"a": self.a.files.__dict__, "b": self.b.files.__dict__, "summary": self.summary,
                 "headline": self.headline, "causes": [c.to_json() for c in self.causes],
-                "ops": [self.row_json(r) for r in self.rows],
+                "ops": ops,
                 "unaligned": [{"side": "a" if r.b is None else "b", "module_path": r.module_path, "op": r.op,
                                "ops": list((r.a or r.b).ops)} for r in self.unaligned],  # type: ignore[union-attr]
                 "alignment": _alignment_counts(self.rows), "program": self.program,
@@ -84,8 +88,10 @@ def _alignment_counts(rows: list[Aligned]) -> dict[str, int]:
     return out
 
 
-def diff_loaded(a: Build, b: Build, *, noise: float | None = None, program_diff: bool = True) -> BuildDiff:
-    """:func:`diff_builds` on builds already loaded (:func:`load_build`)."""
+def diff_loaded(a: Build, b: Build, *, noise: float | None = None, program_diff: bool = True,
+                gaps: bool = True) -> BuildDiff:
+    """:func:`diff_builds` on builds already loaded (:func:`load_build`); ``gaps``: numeric gaps where both
+    builds logged values (their debug buffers were read)."""
     t0 = time.perf_counter()
     ops_a, ops_b = source_ops(a), source_ops(b)
     rows = align(ops_a, ops_b)
@@ -95,7 +101,8 @@ def diff_loaded(a: Build, b: Build, *, noise: float | None = None, program_diff:
     # run twice: that is all there is, and it is judged as measured, against the wider floor)
     shift = machine_shift(rows) if structural else 0.0
     scale = math.exp(shift)
-    test = time_test([x * scale for x in a.steady_execute_ms], b.steady_execute_ms, floor)
+    spread_k = 0.0 if noise is not None else (1.0 if structural else 2.0)
+    test = time_test([x * scale for x in a.steady_execute_ms], b.steady_execute_ms, floor, spread_k=spread_k)
     causes = find_causes(rows, ops_a, ops_b, a=a, b=b, time_moved=test["moved"], time_floor_ratio=test["floor"],
                          shift=shift)
     s = summary(a, b, test, causes)
@@ -108,21 +115,31 @@ def diff_loaded(a: Build, b: Build, *, noise: float | None = None, program_diff:
     notes = [*a.notes, *b.notes]
     if test.get("note"):
         notes.append(test["note"])
-    return BuildDiff(a=a, b=b, summary=s, causes=causes, rows=rows, headline=headline(s, causes), program=program,
-                     notes=notes, seconds=time.perf_counter() - t0)
+    d = BuildDiff(a=a, b=b, summary=s, causes=causes, rows=rows, headline=headline(s, causes), program=program,
+                  notes=notes)
+    if gaps:
+        from .numerics import numeric_gaps
+
+        d.gaps = numeric_gaps(d)
+        last = max(d.gaps, default=None)
+        s["output_gap"] = d.gaps[last] if last is not None else None
+    d.seconds = time.perf_counter() - t0
+    return d
 
 
 def diff_builds(path_a: Any, path_b: Any, *, noise: float | None = None, program_diff: bool = True,
-                with_debug: bool = False) -> BuildDiff:
+                with_debug: bool = True) -> BuildDiff:
     """Diff two builds (directories, ``.pte`` paths or :class:`BuildFiles`); see the package docstring.
 
     ``noise``: the minimum relative change of ``Method::execute`` that counts (default: 5 % when the
-    programs differ, 25 % when they are the same program); ``program_diff``: also the ``.pte``-level
-    structural diff (:func:`etlens.analysis.program_diff.diff_programs`) under ``program``.
+    programs differ, 25 % when they are the same program, raised to the runs' own spread;
+    :mod:`.headline`); ``program_diff``: also the ``.pte``-level
+    structural diff (:func:`etlens.analysis.program_diff.diff_programs`) under ``program``;
+    ``with_debug``: read the debug buffers (numeric gaps per op, ``summary.output_gap``).
     """
     t0 = time.perf_counter()
     a = load_build(path_a, with_debug=with_debug)
     b = load_build(path_b, with_debug=with_debug)
-    d = diff_loaded(a, b, noise=noise, program_diff=program_diff)
+    d = diff_loaded(a, b, noise=noise, program_diff=program_diff, gaps=with_debug)
     d.seconds = time.perf_counter() - t0
     return d

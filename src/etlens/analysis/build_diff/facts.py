@@ -85,6 +85,8 @@ class SourceOp:
     neighbours: list[int] = field(default_factory=list)
     #: the nodes' names in the inlined graph the viewer draws (``<delegate call>/<node>`` inside a delegate)
     view_names: list[str] = field(default_factory=list)
+    #: every debug handle of its nodes (``key`` is the first; a folded weight dequantize adds its own)
+    handles: list[int] = field(default_factory=list)
 
     @property
     def is_qdq(self) -> bool:
@@ -236,7 +238,8 @@ def source_ops(build: Any) -> list[SourceOp]:
                             position=grp.position,
                             shapes=tuple(tuple(o.shape) for o in lead.outputs), placement="+".join(placements),
                             dtypes=sorted({str(o.dtype) for n in grp.nodes for o in n.outputs}),
-                            const_bytes=grp.consts, const_dtypes=sorted(set(grp.const_dtypes)), boundary=grp.boundary))
+                            const_bytes=grp.consts, const_dtypes=sorted(set(grp.const_dtypes)), boundary=grp.boundary,
+                            handles=sorted({h for n in grp.nodes for h in n.debug_handles})))
     out.sort(key=lambda s: s.position)
     _add_times(build, out)
     _add_arena(build, out)

@@ -7,7 +7,9 @@ cold start left out (:attr:`~.load.Build.steady_execute_ms`), with the fleet com
 (:func:`etlens.fleet.stats.verdict`: Mann-Whitney on the runs; a change must be significant
 *and* beyond the noise floor). The floor is :data:`FLOOR_STRUCTURAL` when the programs differ and
 :data:`FLOOR_SAME_PROGRAM` when they do not (two runs of one program on a shared machine drift by
-10-20 %: only a larger change is the device's or the runtime's).
+10-20 %: only a larger change is the device's or the runtime's), raised to the runs' own spread
+(:func:`spread`, once when the programs differ, twice for one program: on a loaded machine the
+same program's medians move by as much as its runs scatter).
 
 The verdict is ``slower`` / ``faster`` (time moved), else ``bigger`` / ``smaller`` (file or arena
 bytes, by more than :data:`BYTES_FLOOR`), else ``changed`` (the build differs, at no measurable cost),
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["time_test", "summary", "headline", "FLOOR_STRUCTURAL", "FLOOR_SAME_PROGRAM", "BYTES_FLOOR"]
+__all__ = ["time_test", "spread", "summary", "headline", "FLOOR_STRUCTURAL", "FLOOR_SAME_PROGRAM", "BYTES_FLOOR"]
 
 #: minimum relative time change when the programs differ
 FLOOR_STRUCTURAL = 0.05
@@ -30,17 +32,31 @@ FLOOR_SAME_PROGRAM = 0.25
 BYTES_FLOOR = 0.001
 
 
-def time_test(exec_a: list[float], exec_b: list[float], floor: float) -> dict[str, Any]:
-    """``{"moved", "direction", "p", "floor"}`` of the two sides' ``Method::execute`` runs."""
+def spread(x: list[float]) -> float:
+    """The runs' own relative spread: interquartile range over median (0 for fewer than 3 runs)."""
+    if len(x) < 3:
+        return 0.0
+    q1, med, q3 = np.percentile(np.asarray(x, dtype=np.float64), [25, 50, 75])
+    return float((q3 - q1) / med) if med > 0 else 0.0
+
+
+def time_test(exec_a: list[float], exec_b: list[float], floor: float, *, spread_k: float = 0.0) -> dict[str, Any]:
+    """``{"moved", "direction", "p", "floor"}`` of the two sides' ``Method::execute`` runs.
+
+    The floor (a minimum relative change) is ``floor``, raised to ``spread_k`` times the wider of the two
+    sides' own relative spread (:func:`spread`): a machine that makes one program's runs scatter by
+    50 % cannot vouch for a 30 % change between two measurements.
+    """
     from ...fleet.stats import REGRESSION, verdict
 
+    eff = max(floor, spread_k * max(spread(exec_a), spread(exec_b)))
     if len(exec_a) < 3 or len(exec_b) < 3:
-        return {"moved": False, "direction": None, "p": None, "floor": 1 + floor,
+        return {"moved": False, "direction": None, "p": None, "floor": 1 + eff,
                 "note": "fewer than 3 runs a side: time is shown, never judged"}
-    v = verdict(exec_a, exec_b, min_effect=floor)
+    v = verdict(exec_a, exec_b, min_effect=eff)
     moved = v.verdict != "same"
     return {"moved": moved, "direction": ("slower" if v.verdict == REGRESSION else "faster") if moved else None,
-            "p": v.p, "floor": 1 + floor}
+            "p": v.p, "floor": 1 + eff}
 
 
 def _ratio(a: float, b: float) -> float | None:
