@@ -92,7 +92,7 @@ def _debug_seeds(extra: str | None) -> list[bytes]:
 def _vela_seeds(extra: str | None) -> list[bytes]:
     """Ethos-U delegate payloads (Vela bin streams) cut out of the real ``.pte`` seeds that have one (with
     ``--extra`` pointing at programs lowered with the Arm backend): from the ``vela_bin_stream`` block header
-    to the end of the ``vela_end_stream`` one (32-byte headers, see ``etlens.readers.ethosu``)."""
+    to the end of the ``vela_end_stream`` one (32-byte headers, see ``etlens.backends.ethosu.payload``)."""
     out = []
     for p in _files(["*.pte"], extra):
         data = p.read_bytes()
@@ -104,7 +104,7 @@ def _vela_seeds(extra: str | None) -> list[bytes]:
 
 
 def _exercise_vela(data: bytes, work: str) -> None:
-    from etlens.readers.ethosu import decode_ethosu
+    from etlens.backends.ethosu.payload import decode_ethosu
 
     p = decode_ethosu(data, name="fuzz input")
     repr(p)

@@ -32,13 +32,14 @@ from dataclasses import dataclass, field
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, "src", "etlens", "schema")
 
-#: (schema path inside the executorch package, generated module name)
+#: (schema path inside the executorch package, generated module name, folder under src/etlens or None for
+#: --out). A backend's own payload format goes to its folder (etlens/backends/<name>/schema.py).
 SCHEMAS = [
-    ("schema/scalar_type.fbs", "scalar_type_fbs"),
-    ("schema/program.fbs", "program_fbs"),
-    ("devtools/etdump/etdump_schema_flatcc.fbs", "etdump_fbs"),
-    ("backends/xnnpack/serialization/schema.fbs", "xnnpack_fbs"),
-    ("devtools/bundled_program/schema/bundled_program_schema.fbs", "bundled_program_fbs"),
+    ("schema/scalar_type.fbs", "scalar_type_fbs", None),
+    ("schema/program.fbs", "program_fbs", None),
+    ("devtools/etdump/etdump_schema_flatcc.fbs", "etdump_fbs", None),
+    ("backends/xnnpack/serialization/schema.fbs", "schema", "backends/xnnpack"),
+    ("devtools/bundled_program/schema/bundled_program_schema.fbs", "bundled_program_fbs", None),
 ]
 
 SCALARS = {
@@ -122,7 +123,7 @@ def _py_name(name: str) -> str:
     return name + "_" if keyword.iskeyword(name) else name
 
 
-def generate(schema_rel: str, module: str, pkg_dir: str, version: str) -> str:
+def generate(schema_rel: str, module: str, pkg_dir: str, version: str, fbs_import: str = ".fbs") -> str:
     path = os.path.join(pkg_dir, schema_rel)
     own, includes = parse(path)
     known: dict[str, Decl] = {}
@@ -155,7 +156,7 @@ def generate(schema_rel: str, module: str, pkg_dir: str, version: str) -> str:
     w('``NAMES`` (value -> member name) and, for unions, ``TABLES`` (tag -> member table name).\n"""\n')
     w("from __future__ import annotations\n")
     w("from typing import Final\n")
-    w("from .fbs import Field\n")
+    w(f"from {fbs_import} import Field\n")
     ident = re.search(r'file_identifier\s+"([^"]+)"\s*;', _strip_comments(open(path, encoding="utf-8").read()))
     names = ([] if ident is None else ["FILE_IDENTIFIER"]) + [d.name for d in own]
     w(_wrap("__all__ = [", [_literal(n) for n in names], "]", "") + "\n")
@@ -226,7 +227,7 @@ def generate(schema_rel: str, module: str, pkg_dir: str, version: str) -> str:
         w("")
     text = "\n".join(out).rstrip() + "\n"
     if "Field(" not in text:
-        text = text.replace("from .fbs import Field\n\n", "")
+        text = text.replace(f"from {fbs_import} import Field\n\n", "")
     return text
 
 
@@ -244,9 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     pkg_dir, version = find_wheel()
     stale = []
-    for rel, module in SCHEMAS:
-        text = generate(rel, module, pkg_dir, version)
-        target = os.path.join(args.out, module + ".py")
+    for rel, module, folder in SCHEMAS:
+        out_dir = args.out if folder is None else os.path.join(ROOT, "src", "etlens", folder)
+        text = generate(rel, module, pkg_dir, version, ".fbs" if folder is None else "etlens.schema.fbs")
+        target = os.path.join(out_dir, module + ".py")
         old = open(target, encoding="utf-8").read() if os.path.exists(target) else None
         if old != text:
             stale.append(target)

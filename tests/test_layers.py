@@ -36,7 +36,9 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "etlens"
 
 #: Lowest first. Top-level names under ``etlens`` on each level.
 LAYERS: list[frozenset[str]] = [
-    frozenset({"errors", "schema", "_progress"}),  # facts and plumbing
+    # facts and plumbing; ``backends`` is the backend registry (etlens/backends/__init__.py) only: the
+    # modules of a backend's folder sit on the floor of their role (see backend_level below)
+    frozenset({"errors", "schema", "_progress", "backends"}),
     frozenset({"model"}),  # the format-free graph/trace/events model (+ model.files: bounded, safe reads)
     frozenset({"readers"}),  # files -> model
     # model -> results (inspector, numerics, delegation); pass tracer; the build (export, quantize, lower,
@@ -50,6 +52,47 @@ LAYERS: list[frozenset[str]] = [
     frozenset({"cli", "__main__"}),  # one thin module per subcommand, on top of everything
 ]
 LEVEL: dict[str, int] = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def _role_floors() -> dict[str, str]:
+    """``{role: top-level layer name}`` from the registry (etlens.backends.ROLES), read as text: no import."""
+    tree = ast.parse((SRC / "backends" / "__init__.py").read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "ROLES":
+            table = node.value.args[0]
+            return {k.value: v.elts[0].value for k, v in zip(table.keys, table.values)}
+    raise AssertionError("etlens/backends/__init__.py defines no ROLES table")
+
+
+def backend_folder(dotted: str) -> str | None:
+    """``xnnpack`` for ``etlens.backends.xnnpack[.payload]``, None for anything else (the registry included)."""
+    parts = dotted.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["etlens", "backends"] else None
+
+
+def backend_level(dotted: str) -> tuple[int | None, str]:
+    """The floor of a module inside a backend folder: its role's layer (``payload`` -> readers).
+
+    A folder's ``__init__`` (its :class:`~etlens.backends.Backend` spec) sits with the registry on the
+    lowest floor. A module is named after its role, or ``<role>_<more>`` (``mapping_tosa.py``); any other
+    name has no floor: ``(None, reason)``.
+    """
+    parts = dotted.split(".")
+    if len(parts) == 3:
+        return 0, "backend spec"
+    stem = parts[3].lstrip("_")
+    floors = _role_floors()
+    role = stem if stem in floors else next((r for r in sorted(floors, key=len, reverse=True)
+                                             if stem.startswith(r + "_")), None)
+    if role is None:
+        return None, f"{parts[3]!r} is no role of etlens.backends.ROLES: name the module after its role"
+    return LEVEL[floors[role]], role
+
+
+def _level(dotted: str) -> int | None:
+    if backend_folder(dotted):
+        return backend_level(dotted)[0]
+    return LEVEL.get(_top(dotted) or "")
 
 
 def _module_name(path: Path) -> str:
@@ -106,11 +149,60 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def violations() -> list[str]:
+def backend_violations() -> list[str]:
+    """Imports to and from backend folders (etlens/backends/<name>/).
+
+    * a backend module imports lower-or-equal floors only: etlens layers up to its role's floor, and
+      the modules of its own folder on a lower or equal floor;
+    * nothing outside a backend's folder imports it: the core and other backends reach it through the
+      registry (``etlens.backends.hook``), never by module name.
+    """
     out: list[str] = []
     for path in sorted(SRC.rglob("*.py")):
         me = _module_name(path)
+        folder = backend_folder(me)
+        mine = None
+        if folder:
+            mine, why = backend_level(me)
+            if mine is None:
+                out.append(f"{me} -> {me} ({why})")
+                continue
+        for module, names in _imports(path):
+            if _top(module) is None:
+                continue
+            for target in _targets(module, names):
+                theirs_folder = backend_folder(target)
+                if theirs_folder and theirs_folder != folder:
+                    out.append(f"{me} -> {target} (outside its folder a backend is reached through the "
+                               "registry: etlens.backends.hook)")
+                    continue
+                if folder is None:
+                    continue
+                level = _level(target)
+                if level is None:
+                    out.append(f"{me} -> {target} (not in the layer list)")
+                elif level > mine:
+                    out.append(f"{me} -> {target} (upward: floor {mine} imports floor {level})")
+    return out
+
+
+def violations() -> list[str]:
+    out: list[str] = backend_violations()
+    for path in sorted(SRC.rglob("*.py")):
+        me = _module_name(path)
         mine = _top(me)
+        if backend_folder(me):
+            for module, names in _imports(path):
+                theirs = _top(module)
+                if theirs is None or theirs == "backends":
+                    continue
+                inner = module.split(".")[2:]
+                if any(_private(part) for part in inner):
+                    out.append(f"{me} -> {module} (private module of another package)")
+                for name in names:
+                    if _private(name):
+                        out.append(f"{me} -> {module}.{name} (private name of another package)")
+            continue
         if mine not in LEVEL:
             out.append(f"{me} -> {me} (not in the layer list: add {mine!r} to LAYERS in tests/test_layers.py)")
             continue
@@ -277,4 +369,47 @@ def test_the_checker_sees_lazy_relative_and_private_imports(tmp_path, monkeypatc
     assert violations() == [
         "etlens.model.m -> etlens.passes.backends (upward: model is below passes)",
         "etlens.model.m -> etlens.passes.backends._REGISTRY (private name of another package)",
+    ]
+
+
+def test_backend_modules_sit_on_their_roles_floor():
+    found = backend_violations()
+    assert not found, f"{len(found)} backend import(s) break the floors:\n" + "\n".join(found)
+
+
+def test_backend_hooks_name_a_module_of_their_role():
+    """Each registered hook ``"module:attr"`` points into its own folder, at a module named after the role."""
+    from etlens.backends import all_backends
+
+    bad = []
+    for backend in all_backends():
+        for role, target in backend.hooks.items():
+            if not isinstance(target, str):
+                continue
+            module = target.partition(":")[0]
+            if not backend_folder(module) or backend_level(module)[1] != role:
+                bad.append(f"{backend.name}: {role} -> {target} (expected etlens.backends.<folder>.{role}[_x])")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_checker_sees_backend_floors(tmp_path, monkeypatch):
+    """A backend's payload decoder (readers floor) importing the analyses is upward; the core importing a
+    backend module by name is reported; a module named after no role has no floor."""
+    pkg = tmp_path / "etlens"
+    for d in ("backends/npu", "analysis", "readers"):
+        (pkg / d).mkdir(parents=True)
+    for d in (pkg, pkg / "backends" / "npu", pkg / "analysis", pkg / "readers"):
+        (d / "__init__.py").write_text("")
+    (pkg / "backends" / "__init__.py").write_text((SRC / "backends" / "__init__.py").read_text())
+    (pkg / "backends" / "npu" / "payload.py").write_text("from etlens.analysis import x\n")
+    (pkg / "backends" / "npu" / "events.py").write_text("from .payload import decode\nfrom etlens.readers import y\n")
+    (pkg / "backends" / "npu" / "misc.py").write_text("")
+    (pkg / "readers" / "r.py").write_text("from etlens.backends.npu.payload import decode\n")
+    monkeypatch.setattr(sys.modules[__name__], "SRC", pkg)
+    assert backend_violations() == [
+        "etlens.backends.npu.misc -> etlens.backends.npu.misc ('misc' is no role of etlens.backends.ROLES: "
+        "name the module after its role)",
+        "etlens.backends.npu.payload -> etlens.analysis (upward: floor 2 imports floor 3)",
+        "etlens.readers.r -> etlens.backends.npu.payload (outside its folder a backend is reached through the "
+        "registry: etlens.backends.hook)",
     ]

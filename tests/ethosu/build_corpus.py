@@ -22,7 +22,7 @@ def compile_one(name: str, target: str, out: str, trace: bool = False) -> dict:
     from executorch.exir import to_edge_transform_and_lower
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    from etlens.builder.ethosu import (VelaCapture, ethosu_edge_compile_config, ethosu_partitioner,
+    from etlens.backends.ethosu.build import (VelaCapture, ethosu_edge_compile_config, ethosu_partitioner,
                                      ethosu_quantizer, write_sidecar)
     from tests.ethosu.models import MODELS
 

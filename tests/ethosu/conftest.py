@@ -4,7 +4,7 @@
 recording the Arm backend's passes as a trace) serves the fast tests; ``ethosu_corpus`` (the other
 models of tests/ethosu/models.py, ``build_corpus.CORPUS``: both targets, the transformer block on the
 U55 only; several minutes) the ``corpus``-marked ones. Both are built once per content of the
-builder, the models, etlens.builder.ethosu and etlens.passes.preprocess into ``$ETLENS_FIXTURE_CACHE``
+builder, the models, etlens.backends.ethosu.build and etlens.passes.preprocess into ``$ETLENS_FIXTURE_CACHE``
 and reused.
 """
 

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from etlens.readers.vela_sidecar import read_sidecar
+from etlens.backends.ethosu.vela import read_sidecar
 
 
 def _etlens(*args: str) -> subprocess.CompletedProcess:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from etlens.analysis.ethosu import ethos_u_delegation, ethos_u_memory
+from etlens.backends.ethosu.delegation import ethos_u_delegation
+from etlens.backends.ethosu.memory import ethos_u_memory
 from etlens.readers.pte import read
-from etlens.readers.vela_sidecar import parse_per_layer_csv, read_sidecar
+from etlens.backends.ethosu.vela import parse_per_layer_csv, read_sidecar
 
 
 def _check(case, *, min_by_name: float = 0.0) -> dict:

@@ -7,9 +7,9 @@ import struct
 import pytest
 
 from etlens.errors import FormatError, TruncatedFileError
-from etlens.readers.ethosu import decode_ethosu
+from etlens.backends.ethosu.payload import decode_ethosu
 from etlens.readers.pte import read
-from etlens.readers.vela_sidecar import read_sidecar
+from etlens.backends.ethosu.vela import read_sidecar
 
 
 def _payload(pte: str) -> bytes:
@@ -25,8 +25,8 @@ def test_payload_matches_vela_summary(ethosu_small):
     for case in ethosu_small.values():
         art = read(case.pte)
         (d,) = [d for p in art.program.execution_plan for d in p.delegates]
-        assert d.id == "EthosUBackend" and d.ethos_u is not None, d.decode_error
-        eu = d.ethos_u
+        assert d.id == "EthosUBackend" and d.decoded is not None, d.decode_error
+        eu = d.decoded
         summary = read_sidecar(case.vela).partitions[0].summary
         assert eu.scratch_size == summary.sram_bytes, case.key
         assert eu.weights_size == summary.flash_bytes, case.key
@@ -89,7 +89,7 @@ def test_a_corrupt_payload_keeps_the_program_readable(ethosu_small, tmp_path):
     bad.write_bytes(bytes(data))
     art = read(str(bad))
     (d,) = [d for p in art.program.execution_plan for d in p.delegates]
-    assert d.ethos_u is None and "COP1/COP2" in d.decode_error
+    assert d.decoded is None and "COP1/COP2" in d.decode_error
     from etlens.views.text import format_summary
 
     assert "payload not decoded" in format_summary(art.summary())

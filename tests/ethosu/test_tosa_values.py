@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from etlens.analysis.ethosu.tosa_values import parse_dump, tosa_inside_values
+from etlens.backends.ethosu.tosa_values import parse_dump, tosa_inside_values
 from etlens.errors import EtlensError
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from etlens.model.trace import Trace
-from etlens.readers.vela_sidecar import read_sidecar
+from etlens.backends.ethosu.vela import read_sidecar
 
 
 def _changes(s) -> int:
@@ -81,7 +81,7 @@ def test_vela_fast_scratch_is_kept(ethosu_small):
 
 def test_a_damaged_sidecar_memory_field_is_a_clear_error():
     from etlens.errors import FormatError
-    from etlens.readers.vela_sidecar import parse_sidecar
+    from etlens.backends.ethosu.vela import parse_sidecar
 
     summary = "cycles_total,sram_memory_used\n10,1.0\n"
     doc = {"format": "etlens-vela", "version": 1, "target": "ethos-u55-128",

@@ -137,7 +137,7 @@ def _assert_agrees(art, pte_file, data):
             payload = theirs.backend_delegate_data[td.processed.index].data
             assert md.payload_size == len(payload)
             assert bytes(data[md.payload_offset:md.payload_offset + md.payload_size]) == payload
-            assert md.xnnpack is not None or "xnnpack" not in md.id.lower()
+            assert md.decoded is not None or "xnnpack" not in md.id.lower()
     # Constants: ExecuTorch splits the constant segment back into one buffer per tensor.
     assert mine.num_constant_buffers() == len(theirs.constant_buffer)
     assert mine.constant_data_size() == sum(len(b.storage) for b in theirs.constant_buffer)
@@ -221,7 +221,7 @@ def test_xnnpack_payload_matches_flatc(parsed, case, tmp_path):
     for d in art.program.execution_plan[0].delegates:
         payload = bytes(data[d.payload_offset:d.payload_offset + d.payload_size])
         header = XNNHeader.from_bytes(payload[:XNNHeader.EXPECTED_LENGTH])
-        x = d.xnnpack
+        x = d.decoded
         assert x is not None and x.has_header
         assert x.flatbuffer_size == header.flatbuffer_size
         assert x.constant_data_size == header.constant_data_size
@@ -261,7 +261,7 @@ def test_committed_pte_parse(committed):
     x = read(committed["mlp_xnnpack"].pte)
     d = x.program.execution_plan[0].delegates[0]
     assert d.id == "XnnpackBackend" and d.location == "SEGMENT" and d.payload_size > 0
-    assert d.xnnpack.op_names() == ["XNNFullyConnected", "XNNFullyConnected", "XNNAdd"]
+    assert d.decoded.op_names() == ["XNNFullyConnected", "XNNFullyConnected", "XNNAdd"]
     p = read(committed["mlp_portable"].pte)
     assert [o.qualified for o in p.program.execution_plan[0].operators] == [
         "aten::permute_copy.out", "aten::addmm.out", "aten::relu.out", "aten::add.out"]

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from etlens.errors import EtlensError, FormatError, TruncatedFileError
 from etlens.readers._flatbuffers import FlatBuffer
 from etlens.readers.pte import read, read_pte_bytes
-from etlens.readers.xnnpack import decode_xnnpack
+from etlens.backends.xnnpack.payload import decode_xnnpack
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def test_damaged_xnnpack_payload_is_reported_not_fatal(xnn):
     bad[d.payload_offset + 4:d.payload_offset + 8] = b"ZZZZ"
     art2 = read_pte_bytes(bytes(bad), name="bad.pte")
     d2 = art2.program.execution_plan[0].delegates[0]
-    assert d2.xnnpack is None and "not an XNNPACK payload" in d2.decode_error
+    assert d2.decoded is None and "not an XNNPACK payload" in d2.decode_error
     assert d2.payload_size == d.payload_size
     summary = art2.summary()
     assert "decode_error" in summary["methods"][0]["delegates"][0]

@@ -11,8 +11,9 @@ byte of the file to one leaf :class:`Part`:
 * ``constant``: one part per constant tensor of the constant segment (or inline constant buffer),
   named by the tensor's fully qualified name, else by the operator and module that read it
   (from the ETRecord when given);
-* ``delegate``: each delegate payload by backend; an XNNPACK payload splits into its header, its
-  XNNGraph FlatBuffer and its constant data per entry (named by the XNNPACK node that reads it);
+* ``delegate``: each delegate payload by backend; a backend whose ``memory`` hook has ``payload_parts``
+  splits its payload further (XNNPACK: header, XNNGraph FlatBuffer, constants per entry named by the
+  node that reads them; Ethos-U: command stream and weights);
 * ``named_data``, ``mutable_data``: segments referenced by key or by mutable-data tables;
 * ``padding``: alignment between objects and segments (and inside buffers past a tensor's bytes).
 
@@ -29,7 +30,6 @@ Example::
 
 from __future__ import annotations
 
-import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -178,61 +178,19 @@ class _Spans:
         return out
 
 
-def _ethosu_parts(d: Any, di: int, plan_name: str, spans: _Spans, group: str) -> bool:
-    """Split an Ethos-U payload (Vela bin stream, see readers.ethosu) into its command stream and
-    weights (what the NPU reads from flash); block headers and I/O tables stay in the payload's rest."""
-    eu = getattr(d, "ethos_u", None)
-    if eu is None:
-        return False
-    who = f"{plan_name} delegate[{di}]"
-    for b in eu.blocks:
-        if b.external:
-            continue
-        if b.name == "cmd_data":
-            spans.add(d.payload_offset + b.offset, b.size,
-                      Part(f"{who} Ethos-U command stream ({eu.command_stream_version})", 0,
-                           "ethos_u_command_stream", group, {"delegate": di, "method": plan_name}))
-        elif b.name == "weight_data":
-            spans.add(d.payload_offset + b.offset, b.size,
-                      Part(f"{who} Ethos-U weights (Vela-encoded)", 0, "ethos_u_weights", group,
-                           {"delegate": di, "method": plan_name}))
-    return True
-
-
-def _xnnpack_parts(d: Any, di: int, plan_name: str, spans: _Spans, group: str, data: Any,
+def _backend_parts(d: Any, di: int, plan_name: str, spans: _Spans, group: str, data: Any,
                    named: dict[str, str]) -> bool:
-    """Split one XNNPACK payload (header, graph FlatBuffer, constants per entry); False when it cannot.
+    """Split one delegate payload the way its backend's ``memory`` hook says (``payload_parts``); False when
+    the backend has none or cannot split this payload (the payload then stays one part)."""
+    from ..backends import for_delegate, hook
 
-    Constants the payload keeps in the program's named data are recorded in ``named`` (key -> label)
-    so the named-data parts say which XNNPACK node reads them."""
-    x = d.xnnpack
-    if x is None or not x.has_header:
+    memory = hook(for_delegate(d.id), "memory")
+    split = getattr(memory, "payload_parts", None)
+    parts = split(d, di, plan_name, group, data, named) if split else None
+    if parts is None:
         return False
-    base = d.payload_offset
-    # the XH00 header: its own length, then graph and constant regions (see readers.xnnpack)
-    _, _, hlen, fb_off, fb_size, const_off, _ = struct.unpack_from("<4s4sHIIIQ", data, base)
-    who = f"{plan_name} delegate[{di}]"
-    spans.add(base, hlen, Part(f"{who} XNNPACK header", 0, "delegate", group))
-    spans.add(base + fb_off, fb_size, Part(f"{who} XNNGraph FlatBuffer ({len(x.nodes)} nodes)", 0, "delegate",
-                                            group))
-    users: dict[int, str] = {}
-    vals = {v.constant_buffer_idx: v for v in x.values if v.constant_buffer_idx}
-    by_vid = {v.id: v for v in x.values}
-    for n in x.nodes:
-        for vid in n.inputs:
-            v = by_vid.get(vid)
-            if v is not None and v.constant_buffer_idx and v.constant_buffer_idx not in users:
-                users[v.constant_buffer_idx] = n.type + (f" #handle{n.debug_handle}" if n.debug_handle else "")
-    for idx, (off, size, key) in enumerate(x.constant_spans):
-        v = vals.get(idx)
-        shape = f" {v.datatype}[{'x'.join(map(str, v.dims))}]" if v is not None else ""
-        if key:
-            named.setdefault(key, f"{who} const[{idx}]{shape} {users.get(idx, '')}".rstrip())
-        if key or not size:
-            continue
-        spans.add(base + const_off + off, size,
-                  Part(f"{who} const[{idx}]{shape} {users.get(idx, '')}".rstrip(), 0, "xnnpack_constant", group,
-                       {"delegate": di, "method": plan_name}))
+    for lo, n, part in parts:
+        spans.add(lo, n, part)
     return True
 
 
@@ -313,8 +271,7 @@ def analyze_size(data: bytes | bytearray | memoryview, name: str = "<bytes>", et
                 continue
             seg_done.add(d.index)
             grp = f"delegate {d.id}"
-            if not (_xnnpack_parts(d, di, plan.name, spans, grp, data, named)
-                    or _ethosu_parts(d, di, plan.name, spans, grp)):
+            if not _backend_parts(d, di, plan.name, spans, grp, data, named):
                 spans.add(d.payload_offset, d.payload_size,
                           Part(f"{plan.name} delegate[{di}] {d.id} payload", 0, "delegate", grp))
             else:

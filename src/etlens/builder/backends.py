@@ -8,22 +8,14 @@ build-and-run (:mod:`etlens.builder.pipeline`) and the shared quantization step
 factory called lazily, so the registry imports nothing heavy and the ``aten`` backend works without
 ExecuTorch installed.
 
-Built in:
+Built in: ``aten`` here (pure PyTorch: ``torch.export`` + ``run_decompositions``, no ExecuTorch
+needed: the reference every backend is compared with); every other name comes from a backend folder
+of :mod:`etlens.backends`: its ``build`` hook (``etlens/backends/<name>/build.py``) turns a build name
+(``xnnpack``, ``ethos-u55-128`` …) into a :class:`BackendConfig`. ``etlens trace --list-backends``
+lists them all.
 
-* ``aten`` — pure PyTorch: ``torch.export`` + ``run_decompositions`` (no ExecuTorch needed);
-* ``portable`` — ExecuTorch's edge stages with nothing delegated (the portable kernels run it);
-* ``xnnpack`` — ExecuTorch's XNNPACK pass list (the one its ``XNNPACKPassManager`` runs inside the
-  delegate's preprocess), then ``to_edge_transform_and_lower`` with ``XnnpackPartitioner``;
-* ``cortex_m`` — ``CortexMPassManager``'s pass list on the whole program (no partitioner);
-* ``vulkan`` — export/edge stages, then lowering with ``VulkanPartitioner`` (its passes are inline in
-  its preprocess, so there is no static list to step through);
-* ``qnn`` — the Qualcomm to-edge transform passes one by one (lowering needs the QNN SDK);
-* ``cadence`` — export/edge stages (its passes run inside its own compiler entry point);
-* ``ethos-u55-128``, ``ethos-u65-256``, ``ethos-u85-256`` — Arm's Ethos-U NPUs: the Arm quantizer,
-  ``EthosUPartitioner`` and Vela (:mod:`etlens.builder.ethosu`); compiled and estimated, not run
-  (``runs=False``); the Arm TOSA passes inside the backend's preprocess are traced too.
-
-Register your own::
+Register your own (a shortcut for a :class:`etlens.backends.Backend` whose only hook is ``build``;
+a backend with a folder gives ``build`` as a hook like its other roles, ``docs/backends.md``)::
 
     from etlens import BackendConfig, register_backend
     register_backend(BackendConfig(
@@ -42,9 +34,12 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..backends import Backend, all_backends, for_build, hook, register
 from ..errors import BackendUnavailableError, EtlensError
 
 __all__ = [
+    "ATEN",
+    "ET_HINT",
     "BackendConfig",
     "PassSpec",
     "register_backend",
@@ -109,6 +104,8 @@ class BackendConfig:
             simulator here): the report builds them and skips the run stages.
         int8_only: the target computes in int8 only (Ethos-U): a build always quantizes (pt2e with
             ``quantizer_factory``), as if ``--quantize`` were given.
+        module_advice: ``{missing top-level module: what to do}`` for modules of this backend's import
+            chain that no ExecuTorch wheel brings (consulted before :data:`MISSING_MODULE_ADVICE`).
     """
 
     name: str
@@ -128,6 +125,7 @@ class BackendConfig:
     preprocess_observer: Callable[[Any], Any] | None = None
     runs: bool = True
     int8_only: bool = False
+    module_advice: dict[str, str] = field(default_factory=dict)
 
     def import_errors(self) -> list[tuple[str, BaseException]]:
         """``(module, exception)`` for each module of ``requires`` that does not import."""
@@ -149,14 +147,16 @@ class BackendConfig:
         errors = self.import_errors()
         if not errors:
             return None
-        return "; ".join(dict.fromkeys(import_advice(exc, self.install_hint) for _, exc in errors))
+        return "; ".join(dict.fromkeys(import_advice(exc, self.install_hint, self.module_advice)
+                                       for _, exc in errors))
 
     def check_available(self) -> None:
         """Raise :class:`BackendUnavailableError` naming what to install when ``requires`` fails."""
         errors = self.import_errors()
         if errors:
             missing = "; ".join(f"{mod} ({_describe(exc)})" for mod, exc in errors)
-            hint = "; ".join(dict.fromkeys(import_advice(exc, self.install_hint) for _, exc in errors))
+            hint = "; ".join(dict.fromkeys(import_advice(exc, self.install_hint, self.module_advice)
+                                           for _, exc in errors))
             raise BackendUnavailableError(
                 f"backend {self.name!r} is not available: cannot import {missing}. {hint}. "
                 f"The 'aten' backend needs only PyTorch.")
@@ -205,23 +205,19 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-#: ``{missing top-level module: what to do}`` for modules a backend's import chain needs that no
-#: ExecuTorch wheel brings. Add to it for your own backends.
+#: ``{missing top-level module: what to do}`` for modules every flow needs. A backend's own ones are
+#: its config's ``module_advice`` (etlens/backends/<name>/build.py).
 MISSING_MODULE_ADVICE: dict[str, str] = {
     "torch": "install PyTorch: pip install 'etlens[torch]'",
     "executorch": "install ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)",
-    "tosa_serializer": "pip install 'etlens[cortex-m]' && pip install --no-deps tosa-tools==2026.5.0 (tosa-tools "
-                       "provides tosa_serializer, which the Arm TOSA passes the Cortex-M passes reuse import; "
-                       "--no-deps because its exact pins would downgrade numpy and flatbuffers)",
-    "PyQnnManagerAdaptor": "build ExecuTorch with the Qualcomm backend (QNN SDK); the pip wheel does not "
-                           "include PyQnnManagerAdaptor",
 }
 
 
-def import_advice(exc: BaseException, fallback: str = "") -> str:
+def import_advice(exc: BaseException, fallback: str = "", advice: dict[str, str] | None = None) -> str:
     """Turn the exception a backend's import raised into one sentence saying what to do.
 
-    A missing module is looked up in :data:`MISSING_MODULE_ADVICE`; a name missing from the
+    A missing module is looked up in ``advice`` (the backend's ``module_advice``), then in
+    :data:`MISSING_MODULE_ADVICE`; a name missing from the
     standard library (``cannot import name 'override' from 'typing'``) means the interpreter is too
     old for the backend; anything else falls back to the backend's ``install_hint``.
     """
@@ -230,8 +226,9 @@ def import_advice(exc: BaseException, fallback: str = "") -> str:
     name = getattr(exc, "name", None)
     if isinstance(exc, ModuleNotFoundError) and name:
         top = name.split(".")[0]
-        if top in MISSING_MODULE_ADVICE:
-            return MISSING_MODULE_ADVICE[top]
+        table = {**MISSING_MODULE_ADVICE, **(advice or {})}
+        if top in table:
+            return table[top]
         return fallback or f"install the Python package that provides the module {name!r}"
     text = str(exc)
     if isinstance(exc, ImportError) and "from 'typing'" in text and "cannot import name" in text:
@@ -275,33 +272,80 @@ def instantiate_pass(cls: type, program: Any) -> Any:
     return cls(**kwargs)
 
 
-_REGISTRY: dict[str, BackendConfig] = {}
+#: what to install for any flow that runs ExecuTorch (a backend's ``install_hint`` when it needs nothing more)
+ET_HINT = "install ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)"
+
+_ATEN_NAME = "aten"
+_CACHE: dict[str, tuple[Backend, BackendConfig]] = {}
+
+
+def _aten_to_edge(ep: Any, config: Any) -> Any:
+    return ep.run_decompositions()
+
+
+#: the reference flow: pure PyTorch, no backend, no ExecuTorch
+ATEN = BackendConfig(
+    name=_ATEN_NAME,
+    description="pure PyTorch: torch.export + run_decompositions (no ExecuTorch needed)",
+    requires=["torch"],
+    install_hint="install PyTorch: pip install 'etlens[torch]'",
+    uses_executorch=False,
+    relax_verifier=False,
+    to_edge=_aten_to_edge,
+)
+
+
+class _Fixed:
+    """The ``build`` hook of a backend registered from one ready :class:`BackendConfig`."""
+
+    def __init__(self, config: BackendConfig) -> None:
+        self.config = config
+
+    def __call__(self, name: str) -> BackendConfig:
+        return self.config
 
 
 def register_backend(config: BackendConfig, *, replace: bool = False) -> BackendConfig:
-    """Add ``config`` to the registry (``replace=True`` to override an existing name)."""
+    """Register ``config`` as a backend of its own (``replace=True`` to override an existing name).
+
+    The same registry as every backend folder: this adds an :class:`etlens.backends.Backend` named
+    ``config.name`` whose one build name is ``config.name`` and whose ``build`` hook returns ``config``.
+    """
     if not isinstance(config, BackendConfig):
         raise EtlensError(f"register_backend expects a BackendConfig, got {type(config).__name__}")
-    if config.name in _REGISTRY and not replace:
+    if config.name == _ATEN_NAME or (not replace and config.name in backend_names()):
         raise EtlensError(f"backend {config.name!r} is already registered; pass replace=True to override it")
-    _REGISTRY[config.name] = config
+    register(Backend(name=config.name, builds=(config.name,), label=config.name, hooks={"build": _Fixed(config)},
+                     rank=1000), replace=replace)
+    _CACHE.pop(config.name, None)
     return config
 
 
 def get_backend(name: str | BackendConfig) -> BackendConfig:
-    """The registered backend ``name`` (a :class:`BackendConfig` is returned as is)."""
+    """The :class:`BackendConfig` of build name ``name`` (a :class:`BackendConfig` is returned as is).
+
+    ``aten`` is the reference flow; any other name belongs to a registered backend
+    (:func:`etlens.backends.for_build`), whose ``build`` hook makes the config (cached per name).
+    """
     if isinstance(name, BackendConfig):
         return name
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise EtlensError(f"unknown backend {name!r}; registered: {', '.join(_REGISTRY)} "
-                          "(add one with etlens.register_backend(BackendConfig(...)))") from None
+    if name == _ATEN_NAME:
+        return ATEN
+    backend = for_build(name)
+    if backend is None:
+        raise EtlensError(f"unknown backend {name!r}; registered: {', '.join(backend_names())} "
+                          "(add one with etlens.register_backend(BackendConfig(...)))")
+    hit = _CACHE.get(name)
+    if hit is not None and hit[0] is backend:
+        return hit[1]
+    config = hook(backend, "build")(name)
+    _CACHE[name] = (backend, config)
+    return config
 
 
 def backend_names() -> list[str]:
-    """The registered backend names, in registration order."""
-    return list(_REGISTRY)
+    """The build names: ``aten``, then every registered backend's, in registry order."""
+    return [_ATEN_NAME] + [n for b in all_backends() if "build" in b.hooks for n in b.builds]
 
 
 def available_backends() -> dict[str, str | None]:
@@ -311,212 +355,12 @@ def available_backends() -> dict[str, str | None]:
     description up with :func:`get_backend`.
     """
     out: dict[str, str | None] = {}
-    for name, cfg in _REGISTRY.items():
-        missing = cfg.missing()
+    for name in backend_names():
+        missing = get_backend(name).missing()
         out[name] = None if not missing else "cannot import " + "; ".join(missing)
     return out
 
 
 def backend_advice() -> dict[str, str | None]:
     """``{name: None if usable else what to install and why}`` (``etlens trace --list-backends``)."""
-    return {name: cfg.advice() for name, cfg in _REGISTRY.items()}
-
-
-# -- built-in backends -----------------------------------------------------------------------
-
-_ET_HINT = "install ExecuTorch: pip install 'etlens[executorch]' (executorch==1.5.1)"
-
-
-def _xnnpack_quantizer():
-    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer,
-        get_symmetric_quantization_config,
-    )
-
-    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
-
-
-def _xnnpack_passes(program: Any) -> list[Any]:
-    # The list XNNPACK runs inside its preprocess; reading it from the manager keeps us in step
-    # with whatever ExecuTorch version is installed.
-    from executorch.backends.xnnpack._passes import XNNPACKPassManager
-
-    return list(XNNPACKPassManager(program).passes)
-
-
-def _xnnpack_config():
-    from executorch.backends.xnnpack.utils.configs import get_xnnpack_edge_compile_config
-
-    return get_xnnpack_edge_compile_config()
-
-
-def _xnnpack_partitioner():
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-
-    return XnnpackPartitioner()
-
-
-def _ethosu() -> Any:
-    from . import ethosu
-
-    return ethosu
-
-
-def _cortex_m_quantizer():
-    from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
-
-    return CortexMQuantizer()
-
-
-def _cortex_m_passes(program: Any) -> list[Any]:
-    # CortexMPassManager.transform(): its pass classes in order (built with the program and the
-    # target config, as the manager builds them), then lift_constant_tensor_pass on the result.
-    from executorch.backends.cortex_m.passes import CortexMPassManager
-
-    specs = [PassSpec(cls.__name__, lambda prog, _c=cls: _cortex_m_instantiate(_c, prog))
-             for cls in CortexMPassManager(program).passes]
-    specs.append(PassSpec("lift_constant_tensor_pass", lambda prog: _lift_constants, on_program=True))
-    return specs
-
-
-def _lift_constants(program: Any) -> Any:
-    from executorch.exir.program._program import lift_constant_tensor_pass
-
-    return lift_constant_tensor_pass(program)
-
-
-def _cortex_m_instantiate(cls: type, program: Any) -> Any:
-    kwargs: dict[str, Any] = {}
-    params = inspect.signature(cls).parameters
-    if "exported_program" in params:
-        kwargs["exported_program"] = program
-    if "target_config" in params:
-        from executorch.backends.cortex_m.target_config import CortexM, CortexMTargetConfig
-
-        kwargs["target_config"] = CortexMTargetConfig(cpu=CortexM.M55)  # the manager's default
-    return cls(**kwargs)
-
-
-def _channels_last(inputs: tuple) -> tuple:
-    """4-D tensors channels-last: the Cortex-M quantizer only annotates NHWC convolutions and pools
-    (ExecuTorch's Arm compiler and Cortex-M tests convert their inputs the same way)."""
-    import torch
-
-    return tuple(x.to(memory_format=torch.channels_last) if isinstance(x, torch.Tensor) and x.dim() == 4 else x
-                 for x in inputs)
-
-
-def _cortex_m_config():
-    from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compile_config
-
-    return cortex_m_edge_compile_config()
-
-
-def _vulkan_partitioner():
-    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
-
-    return VulkanPartitioner()
-
-
-def _vulkan_quantizer():
-    from executorch.backends.vulkan.quantizer.vulkan_quantizer import (
-        VulkanQuantizer,
-        get_symmetric_quantization_config,
-    )
-
-    return VulkanQuantizer().set_global(get_symmetric_quantization_config())
-
-
-def _qnn_passes(program: Any) -> list[Any]:
-    from executorch.backends.qualcomm._passes.qnn_pass_manager import QnnPassManager
-
-    return [PassSpec(pass_name(p), lambda prog, _p=p: _p)
-            for p in QnnPassManager().get_to_edge_transform_passes(program)]
-
-
-def _cadence_quantizer():
-    from executorch.backends.cadence.aot.quantizer.quantizer import CadenceDefaultQuantizer
-
-    return CadenceDefaultQuantizer()
-
-
-def _aten_to_edge(ep: Any, config: Any) -> Any:
-    return ep.run_decompositions()
-
-
-register_backend(BackendConfig(
-    name="aten",
-    description="pure PyTorch: torch.export + run_decompositions (no ExecuTorch needed)",
-    requires=["torch"],
-    install_hint="install PyTorch: pip install 'etlens[torch]'",
-    uses_executorch=False,
-    relax_verifier=False,
-    to_edge=_aten_to_edge,
-))
-register_backend(BackendConfig(
-    name="xnnpack",
-    description="XNNPACK CPU delegate: its passes one by one, then XnnpackPartitioner lowering",
-    requires=["executorch.exir", "executorch.backends.xnnpack.partition.xnnpack_partitioner"],
-    install_hint=_ET_HINT,
-    quantizer_factory=_xnnpack_quantizer,
-    pass_list=_xnnpack_passes,
-    edge_compile_config=_xnnpack_config,
-    partitioner_factory=_xnnpack_partitioner,
-))
-register_backend(BackendConfig(
-    name="portable",
-    description="ExecuTorch portable kernels: export/edge stages, nothing delegated (no partitioner)",
-    requires=["executorch.exir"],
-    install_hint=_ET_HINT,
-    # what `etlens report --backend portable --quantize` has always used: quantized_decomposed ops
-    # that the portable runtime runs as they are
-    quantizer_factory=_xnnpack_quantizer,
-))
-register_backend(BackendConfig(
-    name="cortex_m",
-    description="Arm Cortex-M (CMSIS-NN ops): CortexMPassManager's passes on the whole program",
-    requires=["executorch.exir", "executorch.backends.cortex_m.passes"],
-    install_hint="pip install 'etlens[cortex-m]' && pip install --no-deps tosa-tools==2026.5.0",
-    quantizer_factory=_cortex_m_quantizer,
-    pass_list=_cortex_m_passes,
-    edge_compile_config=_cortex_m_config,
-    prepare_inputs=_channels_last,
-    to_executorch=True,
-))
-for _target in ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256"):
-    register_backend(BackendConfig(
-        name=_target,
-        description=f"Arm Ethos-U NPU ({_target}): Arm quantizer, EthosUPartitioner, Vela (compiled, estimated, "
-                    "not run: no FVP here)",
-        requires=["executorch.exir", "executorch.backends.arm.ethosu", "ethosu.vela"],
-        install_hint="pip install 'etlens[ethos-u]' && pip install --no-deps tosa-tools==2026.5.0",
-        quantizer_factory=lambda _t=_target: _ethosu().ethosu_quantizer(_t),
-        edge_compile_config=lambda: _ethosu().ethosu_edge_compile_config(),
-        partitioner_factory=lambda _t=_target: _ethosu().ethosu_partitioner(_t),
-        lowering_context=lambda pte, _t=_target: _ethosu().vela_sidecar(_t, pte),
-        preprocess_observer=lambda rec: _ethosu().observe_arm_passes(rec),
-        runs=False,
-        int8_only=True,
-    ))
-register_backend(BackendConfig(
-    name="vulkan",
-    description="Vulkan GPU delegate: export/edge stages, then VulkanPartitioner lowering",
-    requires=["executorch.exir", "executorch.backends.vulkan.partitioner.vulkan_partitioner"],
-    install_hint=_ET_HINT,
-    quantizer_factory=_vulkan_quantizer,
-    partitioner_factory=_vulkan_partitioner,
-))
-register_backend(BackendConfig(
-    name="qnn",
-    description="Qualcomm QNN: its to-edge transform passes one by one (lowering needs the QNN SDK)",
-    requires=["executorch.exir", "executorch.backends.qualcomm._passes.qnn_pass_manager"],
-    install_hint="install ExecuTorch built with the Qualcomm backend (QNN SDK + PyQnnManagerAdaptor)",
-    pass_list=_qnn_passes,
-))
-register_backend(BackendConfig(
-    name="cadence",
-    description="Cadence DSPs: export/edge stages (its passes run inside its compiler entry point)",
-    requires=["executorch.exir", "executorch.backends.cadence.aot.compiler"],
-    install_hint="the Cadence AOT compiler needs Python >= 3.12 (it imports typing.override)",
-    quantizer_factory=_cadence_quantizer,
-))
+    return {name: get_backend(name).advice() for name in backend_names()}

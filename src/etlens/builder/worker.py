@@ -1,4 +1,5 @@
-"""The one way etlens starts a child process: a :class:`Worker` that runs named jobs.
+"""The one way etlens starts a child process: a :class:`Worker` that runs named jobs (and :func:`run_tool`
+for an external binary, such as the TOSA reference model).
 
 ExecuTorch's native code reacts to some conditions by aborting the process: the ETDump writer's
 debug buffer running full ("Ran out of space to store intermediate outputs"), a kernel's
@@ -58,7 +59,7 @@ from typing import Any, Callable
 
 from ..errors import EtlensError
 
-__all__ = ["Worker", "NativeStageError", "JOBS", "last_native_line", "save_inputs"]
+__all__ = ["Worker", "NativeStageError", "JOBS", "last_native_line", "save_inputs", "run_tool"]
 
 #: the jobs a child knows (see :mod:`etlens.builder.child`)
 JOBS = ("lower", "trace-lowering", "run", "bundled-run", "list-operators", "llm-run", "memory-measure")
@@ -117,6 +118,21 @@ def save_inputs(inputs: Any, path: str) -> str:
 
     torch.save(list(as_args(inputs)), path)
     return path
+
+
+def run_tool(cmd: list[str], *, timeout: float, what: str) -> subprocess.CompletedProcess:
+    """Run an external program (not Python: e.g. the TOSA reference model) to its end, output captured.
+
+    The one place besides :class:`Worker` where etlens starts a process: a tool binary that cannot
+    run as a job of the Python child. Raises :class:`~etlens.errors.EtlensError` naming ``what`` when
+    it does not finish in ``timeout`` seconds; the caller reads ``returncode``, ``stdout``, ``stderr``.
+    """
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise EtlensError(f"{what} did not finish in {timeout:.0f} s") from exc
+    except OSError as exc:
+        raise EtlensError(f"{what} could not start ({cmd[0]}: {exc})") from exc
 
 
 def child_env() -> dict[str, str]:

@@ -45,8 +45,8 @@ def run_inside(args) -> int:
     # the session's child imports torch + the backend while the model loads; the builds run there
     with BuildSession.load(spec, backend=args.backend, quantize=args.quantize,
                            verbose=getattr(args, "verbose", False)) as session:
-        if not getattr(session.config, "runs", True):  # Ethos-U: the delegated TOSA graph in the reference model
-            return _ethos_u_inside(args, session)
+        if not getattr(session.config, "runs", True):  # e.g. Ethos-U: the delegated TOSA graph, not a run
+            return _estimated_inside(args, session)
         res = inside_delegates(session.model, session.inputs, backend=args.backend, quantize=args.quantize,
                                metric=args.metric, threshold=args.threshold, bisect=args.bisect, session=session)
         intro = _introduced(args, session, res)
@@ -100,19 +100,20 @@ def _introduced_text(intro: dict) -> str:
             "rows carry introduced / introduced_rank (etlens fix proposes what to keep in float)")
 
 
-def _ethos_u_inside(args, session) -> int:
-    """Per-op int8 values inside each Ethos-U partition: TOSA reference model vs the pt2e and float references
-    (:func:`etlens.analysis.ethosu.tosa_values.tosa_inside_values`); exit 3 when one is flagged."""
-    import tempfile
+def _estimated_inside(args, session) -> int:
+    """Values inside the delegates of a build that does not run here: its backend's ``numerics`` hook
+    (Ethos-U: each partition's TOSA graph in the reference model vs the pt2e and float references); exit 3
+    when a row is flagged."""
+    from ..backends import for_build, hook
+    from ..errors import EtlensError
 
-    from ..analysis.ethosu.tosa_values import tosa_inside_values
-
-    with tempfile.TemporaryDirectory(prefix="etlens-ethosu-") as tmp:
-        arts = session.lower(tmp)
-        res = tosa_inside_values(arts.etrecord, inputs=tuple(session.inputs), float_program=session.exported)
+    numerics = hook(for_build(session.config.name), "numerics")
+    if numerics is None:
+        raise EtlensError(f"--inside-delegates: backend {args.backend!r} builds programs that do not run here and "
+                          "etlens has no way to look inside its delegates yet")
+    res = numerics.inside_values(session)
     emit(args, doc=res.to_dict, rows=lambda: [r.to_json() for r in res.rows], text=res.to_text)
     first = res.first_flagged
     if first is not None and args.threshold is not None:
-        return gate_failed(f"{first.node} inside the Ethos-U subgraph is {first.max_abs_lsb} int8 steps from the "
-                           f"pt2e reference (TOSA {first.tosa_tensor})")
+        return gate_failed(numerics.gate_message(first))
     return EXIT_OK

@@ -39,9 +39,9 @@ def run(args) -> int:
     data["delegated"] = info.num_delegated_subgraphs > 0
     if not data["delegated"]:
         data["message"] = _no_delegates(args.artifact, info)
-    npu = _ethos_u(args)
-    if npu is not None:  # Ethos-U build: one row per ATen node + Vela's totals (MODEL.vela.json beside it)
-        data.update(npu.to_json())
+    found = _estimates(args)
+    for _, est in found:  # e.g. an Ethos-U build: one row per ATen node + Vela's totals (MODEL.vela.json)
+        data.update(est.to_json())
 
     def text() -> str:
         out = info.format_report()
@@ -49,10 +49,12 @@ def run(args) -> int:
             out = _no_delegates(args.artifact, info) + "\n\n" + out
         if args.graph:
             out += "\n" + format_delegated_graph(args.artifact, method=args.method)
-        if npu is not None:
-            from ..views.ethosu_text import format_ethos_u_delegation
+        for backend, est in found:
+            from ..backends import hook
 
-            out += "\n" + format_ethos_u_delegation(npu)
+            fmt = getattr(hook(backend, "text"), "format_delegation", None)
+            if fmt is not None:
+                out += "\n" + fmt(est)
         return out
 
     # CSV/TSV: ExecuTorch's per-operator table, with the Total row
@@ -60,13 +62,20 @@ def run(args) -> int:
     return EXIT_OK
 
 
-def _ethos_u(args):
-    """Vela's per-node estimates when the artifact is an ETRecord with a Vela sidecar beside it."""
+def _estimates(args) -> list:
+    """``[(backend, estimates)]`` from every backend whose ``delegation`` hook knows this ETRecord (Ethos-U:
+    Vela's per-node estimates when its sidecar sits beside it)."""
     if args.recorded or not str(args.artifact).endswith(".etrecord"):
-        return None
-    from ..analysis.ethosu import ethos_u_delegation, has_ethos_u
+        return []
+    from ..backends import hooks
 
-    return ethos_u_delegation(args.artifact, method=args.method) if has_ethos_u(args.artifact) else None
+    out = []
+    for backend, delegation in hooks("delegation"):
+        estimates = getattr(delegation, "estimates", None)
+        est = estimates(args.artifact, method=args.method) if estimates else None
+        if est is not None:
+            out.append((backend, est))
+    return out
 
 
 def _no_delegates(path: str, info) -> str:

@@ -48,7 +48,8 @@ def run(args) -> int:
     from ..views.memsize_text import format_memory
 
     doc = report.to_json()
-    npu = _ethos_u(args, doc)
+    found = _backend_memory(args, doc)
+    npu = next((facts for _, facts in found), None)  # the budget the SRAM/flash gates check
     measured = None
     if args.measure or args.fail_on_peak_bytes is not None:
         from .memory_measure import measure
@@ -57,10 +58,12 @@ def run(args) -> int:
 
     def text() -> str:
         out = format_memory(report, args.top)
-        if npu is not None:
-            from ..views.memsize_text import format_ethos_u_memory
+        for backend, facts in found:
+            from ..backends import hook
 
-            out += "\n" + format_ethos_u_memory(npu)
+            fmt = getattr(hook(backend, "text"), "format_memory", None)
+            if fmt is not None:
+                out += "\n" + fmt(facts)
         if measured is not None:
             from ..views.memory_measured import format_measured
 
@@ -83,15 +86,23 @@ def run(args) -> int:
     return _gates(args, npu)
 
 
-def _ethos_u(args, doc: dict) -> dict | None:
-    """Ethos-U delegates' SRAM and flash (``doc['ethos_u']``), from their Vela payloads."""
-    from ..analysis.ethosu import ethos_u_memory
+def _backend_memory(args, doc: dict) -> list:
+    """``[(backend, facts)]`` from every backend whose ``memory`` hook reports on this program (Ethos-U:
+    SRAM and flash from the Vela payloads), each stored as ``doc[backend.attrs_key]``."""
+    from ..backends import hooks
     from ..readers.pte import read
 
-    npu = ethos_u_memory(read(args.pte))
-    if npu is not None:
-        doc["ethos_u"] = npu
-    return npu
+    art, out = None, []
+    for backend, memory in hooks("memory"):
+        program_memory = getattr(memory, "program_memory", None)
+        if program_memory is None:
+            continue
+        art = art or read(args.pte)
+        facts = program_memory(art)
+        if facts is not None:
+            doc[backend.attrs_key] = facts
+            out.append((backend, facts))
+    return out
 
 
 def _gates(args, npu: dict | None) -> int:
@@ -104,8 +115,8 @@ def _gates(args, npu: dict | None) -> int:
         if npu is None:
             from ..errors import EtlensError
 
-            raise EtlensError(f"{args.pte}: --fail-on-{flag} needs an Ethos-U program, but the file has no "
-                              "EthosUBackend delegate")
+            raise EtlensError(f"{args.pte}: --fail-on-{flag} needs an NPU program with an SRAM/flash budget "
+                              "(an Ethos-U build), but no delegate of the file reports one")
         if npu[key] is None:
             from ..errors import MissingDataError
 

@@ -39,12 +39,13 @@ def run(args) -> int:
         if not sep or not name or not path:
             raise EtlensError(f"--node-data {item!r}: expected NAME=PATH (e.g. latency=latency.json)")
         overlays[name] = load_node_values(path)
-    if str(args.artifact).endswith(".etrecord") and "npu_cycles" not in overlays:
-        from ..analysis.ethosu import ethos_u_delegation, has_ethos_u
+    if str(args.artifact).endswith(".etrecord"):
+        from ..backends import hooks
 
-        if has_ethos_u(args.artifact):  # an Ethos-U build: Vela's estimated NPU cycles per node as an overlay
-            overlays["npu_cycles"] = {n.name: float(n.npu_cycles) for n in
-                                      ethos_u_delegation(args.artifact, method=args.method).nodes if n.npu_cycles}
+        for _, delegation in hooks("delegation"):  # e.g. an Ethos-U build: Vela's NPU cycles per node
+            node_overlays = getattr(delegation, "node_overlays", None)
+            for name, values in (node_overlays(args.artifact, method=args.method) if node_overlays else {}).items():
+                overlays.setdefault(name, values)
     from ..readers.program import resolve_program
 
     label = args.label or os.path.basename(args.artifact)

@@ -160,7 +160,8 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
               extra_meta: list[str] | None = None, data: bytes | None = None, *, fast: bool = True,
               prompt_lens: list[int] | None = None):
     """The rows of one ETDump as a :class:`pyarrow.Table` (schema :func:`~.columns.arrow_schema`, then the
-    LLM columns ``phase`` and ``session`` of :func:`~.phases.with_phases`).
+    LLM columns ``phase`` and ``session`` of :func:`~.phases.with_phases`, then ``peak_rss_bytes``:
+    :func:`~.columns.with_measured`).
 
     ``record``: a parsed ETRecord (or None); ``data``: the file's bytes when already read (``path``
     then only names it, as Spark's ``binaryFiles`` gives them). Only events with timings are rows (debug-only events
@@ -172,6 +173,7 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
     Inspector-based reference (which gives the same rows, or names what is wrong with the file).
     ``prompt_lens``: an LLM's prompt lengths for the ``phase`` column (:func:`~.phases.with_phases`).
     """
+    from .columns import with_measured
     from .phases import with_phases
 
     if fast:
@@ -182,8 +184,8 @@ def dump_rows(path: str, record: Any = None, meta: dict[str, str | None] | None 
         except (EtlensError, ValueError, IndexError, KeyError, OverflowError):
             table = None        # a corrupt file: the reference path names what is wrong
         if table is not None:
-            return with_phases(table, record, prompt_lens)
-    return with_phases(reference_rows(path, record, meta, extra_meta, data), record, prompt_lens)
+            return with_measured(with_phases(table, record, prompt_lens), path)
+    return with_measured(with_phases(reference_rows(path, record, meta, extra_meta, data), record, prompt_lens), path)
 
 
 def reference_rows(path: str, record: Any = None, meta: dict[str, str | None] | None = None,
@@ -406,6 +408,13 @@ def _warm(path: str, record_path: str | None, meta: dict[str, str | None], extra
 
 
 def _parallel(args: list[tuple], jobs: int, done: Callable, warm: tuple | None = None) -> None:
+    """Ingest the batches in ``jobs`` forked processes, ``done`` called in the parent per finished batch.
+
+    etlens's second process launcher (the first is :mod:`etlens.builder.worker`, for native ExecuTorch
+    work and tool binaries), and it stays apart for a reason: ingestion is pure-Python CPU work over many
+    files, which needs a pool of forked copies of this process that share the parent's warmed
+    attribution (:func:`_warm`) copy-on-write, not one Python child fed jobs one at a time over a pipe.
+    """
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 

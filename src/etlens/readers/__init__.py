@@ -11,7 +11,9 @@ from .registry import READERS, ReaderSpec, read, read_object, sniff
 __all__ = ["Artifact", "READERS", "ReaderSpec", "read", "read_object", "sniff",
            # functions for analyses (imported on first use, see _HELPERS)
            "target_name", "parse_nn_module_stack", "split_module_entry", "rewrite_edge_targets",
-           "ensure_quant_ops"]
+           "ensure_quant_ops",
+           # the FlatBuffer table reader, for backends' payload decoders (etlens/backends/<name>/payload.py)
+           "FlatBuffer", "Table"]
 
 # -- public functions for analyses over fx graphs and serialized programs -------------------------------
 #: name -> module of this package that defines it; imported on first access so ``import
@@ -25,6 +27,8 @@ _HELPERS = {
     "split_module_entry": "._export_json",
     "rewrite_edge_targets": "._torch_compat",
     "ensure_quant_ops": "._torch_compat",
+    "FlatBuffer": "._flatbuffers",
+    "Table": "._flatbuffers",
 }
 
 

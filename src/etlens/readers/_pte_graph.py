@@ -24,10 +24,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from ..backends import NO_DECODER_NOTE, by_name, has_hook
 from ..model import DelegateInfo, Graph, Node, TensorMeta, categorize
 
 if TYPE_CHECKING:
-    from .pte import ExecutionPlan, Instruction, Program, PteArtifact, TensorValue, Value
+    from .pte import Delegate, ExecutionPlan, Instruction, Program, PteArtifact, TensorValue, Value
 
 __all__ = ["plan_graph", "program_summary", "delegate_info"]
 
@@ -52,16 +53,25 @@ def _meta(values: "list[Value]", vid: int) -> list[TensorMeta]:
 
 
 def delegate_info(program: "Program", plan: "ExecutionPlan", index: int) -> DelegateInfo:
-    """The :class:`DelegateInfo` of ``plan.delegates[index]`` (ops listed when XNNPACK decodes)."""
+    """The :class:`DelegateInfo` of ``plan.delegates[index]`` (ops and the inner graph when its backend's
+    decoded payload lists them: ``op_names()``, ``to_graph(name)``)."""
     d = plan.delegates[index]
+    op_names = getattr(d.decoded, "op_names", None)
+    to_graph = getattr(d.decoded, "to_graph", None)
     return DelegateInfo(
         backend_id=d.id,
         payload_size=d.payload_size,
         compile_specs={c.key: c.text() for c in d.compile_specs},
-        ops=d.xnnpack.op_names() if d.xnnpack is not None else [],
-        inner=d.xnnpack.to_graph(f"{plan.name}.delegate_{index}") if d.xnnpack is not None else None,
+        ops=op_names() if op_names else [],
+        inner=to_graph(f"{plan.name}.delegate_{index}") if to_graph else None,
         index=index,
     )
+
+
+def decoded_key(d: "Delegate") -> str:
+    """The key a delegate's decoded facts go under in attributes and summaries (its backend's ``attrs_key``)."""
+    backend = by_name(d.backend) if d.backend else None
+    return backend.attrs_key if backend is not None else "decoded"
 
 
 def _op_base(qualified: str) -> str:
@@ -212,8 +222,9 @@ class _PlanGraph:
     def split_delegate(self, args: tuple[int, ...], di: int | None) -> tuple[list[int], list[int]]:
         """(input ids, output ids) of a delegate call: inputs then outputs."""
         if di is not None and 0 <= di < len(self.plan.delegates):
-            x = self.plan.delegates[di].xnnpack
-            if x is not None and x.output_ids and len(x.input_ids) + len(x.output_ids) == len(args):
+            x = self.plan.delegates[di].decoded
+            if (getattr(x, "output_ids", None) and getattr(x, "input_ids", None) is not None
+                    and len(x.input_ids) + len(x.output_ids) == len(args)):
                 k = len(args) - len(x.output_ids)
                 return list(args[:k]), list(args[k:])
         return self.trailing_unwritten(args)
@@ -272,10 +283,8 @@ class _PlanGraph:
             info = delegate_info(self.program, self.plan, di)
             d = self.plan.delegates[di]
             attrs["location"] = d.location
-            if d.xnnpack is not None:
-                attrs["xnnpack"] = d.xnnpack.attrs()
-            elif d.ethos_u is not None:
-                attrs["ethos_u"] = d.ethos_u.attrs()
+            if d.decoded is not None:
+                attrs[decoded_key(d)] = d.decoded.attrs()
             elif d.decode_error:
                 attrs["decode_error"] = d.decode_error
         else:
@@ -294,25 +303,17 @@ def _delegate_summary(program: "Program", plan: "ExecutionPlan", i: int) -> dict
         "data_index": d.index,
         "compile_specs": {c.key: c.text() for c in d.compile_specs},
     }
-    if d.xnnpack is not None:
-        x = d.xnnpack
-        out["ops"] = x.op_names()
-        out["op_counts"] = dict(Counter(out["ops"]))
-        out["num_values"] = len(x.values)
-        out["constant_data_size"] = x.constant_data_size
-        out["named_constants"] = len(x.named_keys)
-        out["debug_handle_coverage"] = [sum(1 for n in x.nodes if n.debug_handle), len(x.nodes)]
-        named = {nd.key: nd.segment_index for nd in program.named_data}
-        nbytes = sum(program.segments[named[k]].size for k in x.named_keys
-                     if k in named and named[k] < len(program.segments))
-        if nbytes:
-            out["named_constant_bytes"] = nbytes
+    summary = getattr(d.decoded, "summary", None)
+    if summary is not None:
+        out.update(summary(program))
     else:
         out["ops"] = []
-        if d.ethos_u is not None:
-            out["ethos_u"] = d.ethos_u.attrs()
+        if d.decoded is not None:
+            out[decoded_key(d)] = d.decoded.attrs()
         if d.decode_error:
             out["decode_error"] = d.decode_error
+        elif d.backend is None or not has_hook(by_name(d.backend), "payload"):
+            out["note"] = NO_DECODER_NOTE.format(id=d.id)
     return out
 
 
@@ -350,11 +351,15 @@ def program_summary(art: "PteArtifact") -> dict[str, Any]:
             "non_const_buffer_sizes": list(plan.non_const_buffer_sizes),
         })
     eh = program.extended_header
-    xnodes = [n for p in program.execution_plan for d in p.delegates if d.xnnpack is not None for n in d.xnnpack.nodes]
-    if xnodes:
-        with_handle = sum(1 for n in xnodes if n.debug_handle)
-        handles = (f"{with_handle}/{len(xnodes)} XNNPACK nodes carry a debug handle; kernel calls carry none "
-                   "(the ETRecord maps instructions to handles)")
+    inner: dict[str, list[Any]] = {}  # backend label -> its decoded nodes that may carry debug handles
+    for p in program.execution_plan:
+        for d in p.delegates:
+            if d.decoded is not None and getattr(d.decoded, "nodes", None):
+                inner.setdefault(by_name(d.backend).label if d.backend else d.id, []).extend(d.decoded.nodes)
+    if inner:
+        handles = "; ".join(f"{sum(1 for n in nodes if getattr(n, 'debug_handle', None))}/{len(nodes)} {label} "
+                            "nodes carry a debug handle" for label, nodes in inner.items())
+        handles += "; kernel calls carry none (the ETRecord maps instructions to handles)"
     else:
         handles = "not stored in .pte (the ETRecord maps instructions to debug handles)"
     return {

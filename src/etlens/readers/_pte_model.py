@@ -150,8 +150,11 @@ class Delegate:
     """A backend delegate: id, compile specs, and where its payload lives in the file.
 
     ``payload_offset``/``payload_size`` are absolute byte positions in the file (resolved from the
-    INLINE data table or from the segment); ``xnnpack`` is the decoded XNNPACK graph when the
-    backend is XNNPACK and the payload decodes (``decode_error`` says why when it does not).
+    INLINE data table or from the segment). ``backend`` is the name of the registered backend the id
+    belongs to (:func:`etlens.backends.for_delegate`; None when etlens has no folder for it) and
+    ``decoded`` what that backend's ``payload`` hook made of the payload (``decode_error`` says why
+    when it does not decode). The core reads ``decoded`` only through its generic methods
+    (``attrs()``, and when present ``op_names()``, ``to_graph(name)``, ``input_ids``/``output_ids``).
     """
 
     id: str
@@ -160,8 +163,8 @@ class Delegate:
     compile_specs: list[CompileSpec] = field(default_factory=list)
     payload_offset: int = 0
     payload_size: int = 0
-    xnnpack: Any = None
-    ethos_u: Any = None  # the decoded Vela bin stream (readers.ethosu.EthosUPayload) of an Ethos-U delegate
+    backend: str | None = None
+    decoded: Any = None
     decode_error: str | None = None
 
     @property

@@ -39,6 +39,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from ..backends import for_delegate, hook
 from ..errors import FormatError, TruncatedFileError
 from ..model import Graph
 from ..schema import program_fbs as pfb
@@ -98,7 +99,7 @@ def _extended_header(data: bytes | bytearray | memoryview, name: str) -> Extende
 
 def _resolve_payloads(program: Program, inline_spans: list[tuple[int, int]], data: Any, name: str,
                       decode: bool) -> None:
-    """Find each delegate's payload bytes (inline or segment) and decode XNNPACK and Ethos-U ones."""
+    """Find each delegate's payload bytes (inline or segment) and decode them with their backend's hook."""
     base = program.segment_base_offset
     size = len(data)
     for pi, plan in enumerate(program.execution_plan):
@@ -122,27 +123,27 @@ def _resolve_payloads(program: Program, inline_spans: list[tuple[int, int]], dat
                         f"{'' if base else ' and has no extended header'}; the file is truncated; {_HINT}")
             else:
                 raise FormatError(f"{name}: {where} has unknown data location {d.location}; {_HINT}")
-            if decode and d.id.lower().startswith("xnnpack"):
-                from .xnnpack import decode_xnnpack
+            _decode_payload(program, d, memoryview(data)[d.payload_offset:d.payload_offset + d.payload_size],
+                            f"{name}: {where}", decode)
 
-                payload = memoryview(data)[d.payload_offset:d.payload_offset + d.payload_size]
-                try:
-                    d.xnnpack = decode_xnnpack(payload, name=f"{name}: {where} (XNNPACK payload)")
-                except FormatError as exc:
-                    # A delegate we cannot look inside is not a broken program: keep the size.
-                    d.decode_error = str(exc)
-            elif decode:
-                from .ethosu import decode_ethosu, is_ethosu_backend
 
-                if is_ethosu_backend(d.id):
-                    payload = memoryview(data)[d.payload_offset:d.payload_offset + d.payload_size]
-                    named = {nd.key: program.segments[nd.segment_index].size for nd in program.named_data
-                             if nd.segment_index < len(program.segments)}
-                    try:
-                        d.ethos_u = decode_ethosu(payload, name=f"{name}: {where} (Ethos-U payload)",
-                                                  named_sizes=named)
-                    except FormatError as exc:
-                        d.decode_error = str(exc)
+def _decode_payload(program: Program, d: Delegate, payload: memoryview, where: str, decode: bool) -> None:
+    """Give ``d`` its backend's name and (with ``decode``) its decoded payload (the ``payload`` hook).
+
+    A delegate of a backend etlens has no decoder for keeps only its generic facts (id, size, specs);
+    a payload that does not decode is not a broken program either: ``decode_error`` says why.
+    """
+    backend = for_delegate(d.id)
+    if backend is None:
+        return
+    d.backend = backend.name
+    decoder = hook(backend, "payload") if decode else None
+    if decoder is None:
+        return
+    try:
+        d.decoded = decoder(payload, name=f"{where} ({backend.label} payload)", program=program)
+    except FormatError as exc:
+        d.decode_error = str(exc)
 
 
 def read_pte_bytes(data: bytes | bytearray | memoryview, name: str = "<bytes>", *,

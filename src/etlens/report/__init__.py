@@ -177,8 +177,13 @@ def report_from_session(session: Any, output: str, *, runs: int = 5, metric: str
 
     require_executorch("lowering")
     if not getattr(session.config, "runs", True):  # e.g. Ethos-U: compiled and estimated, nothing to run here
-        from .ethosu_page import report_from_estimates
+        from ..backends import for_build, hook
+        from ..errors import EtlensError
 
+        report_from_estimates = hook(for_build(session.config.name), "page")
+        if report_from_estimates is None:
+            raise EtlensError(f"backend {session.config.name!r} builds programs that do not run here and has no "
+                              "report page of its own yet")
         result = ReportResult(path=output, files=report_from_estimates(session, output, title=title,
                                                                        progress=progress))
         result.session = session  # no run: no latency, no gap, no time share

@@ -1,7 +1,8 @@
 """ExecuTorch's enums in the shapes etlens uses: dtypes, value kinds, instruction kinds.
 
 The numbers come from the generated schema modules (:mod:`.scalar_type_fbs`, :mod:`.program_fbs`,
-:mod:`.etdump_fbs`, :mod:`.xnnpack_fbs`); this module adds what the schemas do not say — how a
+:mod:`.etdump_fbs`; a backend's own enums live with its payload decoder, etlens/backends/<name>/);
+this module adds what the schemas do not say — how a
 ``ScalarType`` is stored in bytes and which torch dtype it is — and the spellings etlens prints::
 
     from etlens.schema import SCALAR_TYPES, VALUE_KINDS
@@ -18,12 +19,11 @@ from typing import Final, NamedTuple
 from .etdump_fbs import ValueType
 from .program_fbs import DataLocation, InstructionArguments, KernelTypes
 from .scalar_type_fbs import ScalarType
-from .xnnpack_fbs import XNNDatatype, XNodeUnion
 
 __all__ = [
     "ScalarTypeInfo", "SCALAR_TYPES", "dtype_name",
     "VALUE_KINDS", "INSTRUCTION_KINDS", "DATA_LOCATIONS",
-    "ETDUMP_VALUE_TYPES", "XNNPACK_DATATYPES", "XNODE_TYPES",
+    "ETDUMP_VALUE_TYPES",
 ]
 
 
@@ -98,15 +98,3 @@ INSTRUCTION_KINDS: Final[tuple[str, ...]] = ("none",) + InstructionArguments.NAM
 DATA_LOCATIONS: Final[dict[int, str]] = dict(DataLocation.NAMES)
 #: ETDump ``ValueType`` value -> name (``5`` -> ``'Tensor'``): what a debug event logged.
 ETDUMP_VALUE_TYPES: Final[tuple[str, ...]] = tuple(ValueType.NAMES[i] for i in range(len(ValueType.NAMES)))
-
-_X = XNNDatatype
-#: ``XNNDatatype`` value -> readable name (torch spelling where one exists).
-XNNPACK_DATATYPES: Final[dict[int, str]] = {
-    _X.xnn_datatype_invalid: "invalid", _X.xnn_datatype_fp32: "float32", _X.xnn_datatype_fp16: "float16",
-    _X.xnn_datatype_qint8: "qint8", _X.xnn_datatype_quint8: "quint8", _X.xnn_datatype_qint32: "qint32",
-    _X.xnn_datatype_qcint8: "qcint8", _X.xnn_datatype_qcint32: "qcint32", _X.xnn_datatype_qcint4: "qcint4",
-    _X.xnn_datatype_qdint8: "qdint8", _X.xnn_datatype_qbint4: "qbint4", _X.xnn_datatype_qpint8: "qpint8",
-    _X.xnn_datatype_int32: "int32", _X.xnn_datatype_pfp32: "pfp32", _X.xnn_datatype_bf16: "bfloat16",
-}
-#: ``XNodeUnion`` tag -> XNNPACK node type (``2`` -> ``'XNNFullyConnected'``; 0 is ``'NONE'``).
-XNODE_TYPES: Final[tuple[str, ...]] = XNodeUnion.NAMES

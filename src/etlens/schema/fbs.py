@@ -1,6 +1,6 @@
 """The shape of a FlatBuffer schema as data: :class:`Field` of a table, by name.
 
-The modules :mod:`.program_fbs`, :mod:`.etdump_fbs` and :mod:`.xnnpack_fbs` are *generated* by
+The modules :mod:`.program_fbs`, :mod:`.etdump_fbs` (and a backend's ``schema.py``) are *generated* by
 ``scripts/gen_schema.py`` from the ``.fbs`` files shipped in the ExecuTorch wheel. Each table
 there is a class whose attributes are :class:`Field` objects, so a reader names what it reads::
 

@@ -43,38 +43,6 @@ def format_memory(report: Any, top: int = 10) -> str:
     return "\n".join(lines)
 
 
-def format_ethos_u_memory(npu: dict[str, Any]) -> str:
-    """The Ethos-U budget of a program (``etlens memory``): SRAM and flash per delegate, the totals and,
-    with the Vela sidecar, Vela's own figures beside them."""
-    sram, dedicated = npu["sram_bytes"], bool(npu.get("dram_bytes"))
-    sram_text = ("SRAM unknown (the fast scratch is only known from the Vela sidecar <stem>.vela.json)"
-                 if sram is None else
-                 f"SRAM {sram} B ({format_bytes(sram)}) {'fast scratch' if dedicated else 'NPU scratch'} + "
-                 f"{npu['arena_bytes']} B program arena = {npu['sram_with_arena_bytes']} B")
-    if dedicated:
-        sram_text += f"; DRAM {npu['dram_bytes']} B scratch ({npu.get('memory_mode')})"
-    lines = [f"Ethos-U ({npu.get('target') or 'target unknown'}): {sram_text}; flash {npu['flash_bytes']} B weights + "
-             f"{npu['command_stream_bytes']} B command stream = {npu['flash_with_command_stream_bytes']} B "
-             f"({format_bytes(npu['flash_with_command_stream_bytes'])})"]
-    for d in npu["delegates"]:
-        if "decode_error" in d:
-            lines.append(f"  delegate {d['method']}[{d['index']}]: payload not decoded ({d['decode_error']})")
-            continue
-        ios = ", ".join("x".join(map(str, io["shape"])) for io in d["inputs"])
-        outs = ", ".join("x".join(map(str, io["shape"])) for io in d["outputs"])
-        lines.append(f"  delegate {d['method']}[{d['index']}]: scratch {d['scratch_bytes']} B, weights "
-                     f"{d['weights_bytes']} B, command stream {d['command_stream_bytes']} B "
-                     f"({d['command_stream_version']}); inputs {ios or '-'}; outputs {outs or '-'}")
-    vela = npu.get("vela")
-    if vela:
-        lines.append(f"  Vela's summary ({vela['partitions']} compile(s)): SRAM {vela['sram_bytes']} B, flash "
-                     f"{vela['flash_bytes']} B, {vela['npu_cycles']:.0f} NPU cycles, {vela['npu_ops']} NPU / "
-                     f"{vela['cpu_ops']} CPU operators"
-                     + (f", fast scratch {npu['fast_scratch_bytes']} B" if npu.get("fast_scratch_bytes") is not None
-                        else ""))
-    return "\n".join(lines)
-
-
 def format_size(report: Any, top: int = 20) -> str:
     """Where the bytes of a file go, as text: bytes and share per group, then the ``top`` largest parts."""
     total = report.total_bytes or 1

@@ -61,10 +61,9 @@ def _format_pte(s: dict[str, Any]) -> str:
             where = f"{d.get('location', '').lower()} {d.get('data_index')}"
             ops_text = _counts(d.get("op_counts") or {op: 1 for op in d.get("ops", [])})
             n_ops = len(d.get("ops", []))
-            eu = d.get("ethos_u")
             inside = f"{n_ops} op{'s' if n_ops != 1 else ''}: {ops_text}" if n_ops else \
                 (f"payload not decoded ({d['decode_error']})" if d.get("decode_error") else
-                 _ethos_u_text(eu) if eu else "payload not decoded")
+                 _backend_line(d) or "payload not decoded")
             size = format_bytes(d.get("payload_size"))
             lines.append(f"    [{d['index']}] {d['backend_id']}  {size}  {where}  {inside}")
             if d.get("compile_specs"):
@@ -73,13 +72,15 @@ def _format_pte(s: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _ethos_u_text(eu: dict[str, Any]) -> str:
-    """One line for an Ethos-U delegate: command stream, weights, SRAM scratch, I/O shapes."""
-    ios = " ".join("x".join(map(str, io["shape"])) for io in eu.get("inputs", []))
-    outs = " ".join("x".join(map(str, io["shape"])) for io in eu.get("outputs", []))
-    return (f"Vela {eu.get('command_stream_version') or 'stream'}: command stream "
-            f"{format_bytes(eu['command_stream_bytes'])}, weights {format_bytes(eu['weights_bytes'])} (flash), "
-            f"scratch {format_bytes(eu['scratch_bytes'])} (SRAM); in {ios or '-'} -> out {outs or '-'}")
+def _backend_line(d: dict[str, Any]) -> str | None:
+    """One line for a delegate whose backend describes its decoded payload (its ``text`` hook's
+    ``delegate_line``, given the facts the summary holds under the backend's key)."""
+    from ..backends import for_delegate, hook
+
+    backend = for_delegate(d.get("backend_id"))
+    line = getattr(hook(backend, "text"), "delegate_line", None)
+    facts = d.get(backend.attrs_key) if backend is not None else None
+    return line(facts) if line and facts else None
 
 
 def _fmt(value: Any, indent: int, lines: list[str], key: str | None = None) -> None:

@@ -36,8 +36,27 @@ TREEMAP_CSS = """
 """
 
 _KIND_COLORS = {"header": "#8c96a8", "program": "#4c78a8", "constant": "#f58518", "delegate": "#54a24b",
-                "xnnpack_constant": "#88d27a", "named_data": "#b279a2", "mutable_data": "#e45756",
-                "padding": "#d8dde8", "segment": "#9d755d"}
+                "named_data": "#b279a2", "mutable_data": "#e45756", "padding": "#d8dde8", "segment": "#9d755d"}
+#: a backend's own constants inside its payload (kind ``<backend>_constant``, e.g. XNNPACK's)
+_BACKEND_CONSTANT_COLOR = "#88d27a"
+
+
+def _kind_colors(kinds: set[str]) -> dict[str, str]:
+    """``{kind: colour}`` for the legend, in the order of :data:`_KIND_COLORS` (backend constants after delegate)."""
+    out = {}
+    for k, c in _KIND_COLORS.items():
+        if k in kinds:
+            out[k] = c
+        if k == "delegate":
+            out.update({b: _BACKEND_CONSTANT_COLOR for b in sorted(kinds)
+                        if b.endswith("_constant") and b != "constant"})
+    return out
+
+
+def _color(kind: str) -> str:
+    if kind in _KIND_COLORS:
+        return _KIND_COLORS[kind]
+    return _BACKEND_CONSTANT_COLOR if kind.endswith("_constant") else "#bbb"
 
 
 def squarify(values: list[float], x: float, y: float, w: float, h: float) -> list[tuple[float, float, float, float]]:
@@ -112,14 +131,14 @@ def treemap_svg(report: Any, width: int = 960, height: int = 520) -> str:
             tip = esc(f"{p.name}\n{p.kind} · {p.bytes} B ({format_bytes(p.bytes)}, "
                               f"{100 * p.bytes / total:.2f}% of the file)\ngroup: {p.group}")
             svg.append(f"<rect class='leaf' x='{x:.1f}' y='{y:.1f}' width='{w:.1f}' height='{h:.1f}' "
-                       f"fill='{_KIND_COLORS.get(p.kind, '#bbb')}' data-tip='{tip}'/>")
+                       f"fill='{_color(p.kind)}' data-tip='{tip}'/>")
             if w > 70 and h > 14:
                 label = p.name if len(p.name) * 6 < w else p.name[:max(int(w / 6) - 1, 1)] + "…"
                 svg.append(f"<text x='{x + 3:.1f}' y='{y + 12:.1f}' font-size='10' pointer-events='none'>"
                            f"{esc(label)}</text>")
     svg.append("</svg>")
     legend = " ".join(f"<span style='display:inline-block;width:10px;height:10px;background:{c}'></span> {k}"
-                      for k, c in _KIND_COLORS.items() if any(p.kind == k for p in report.parts))
+                      for k, c in _kind_colors({p.kind for p in report.parts}).items())
     rows = "".join(f"<tr><td>{esc(g)}</td><td class='n'>{sum(p.bytes for p in ps)}</td>"
                    f"<td class='n'>{100 * sum(p.bytes for p in ps) / total:.1f}%</td></tr>" for g, ps in order)
     top = sorted(report.parts, key=lambda p: -p.bytes)[:15]

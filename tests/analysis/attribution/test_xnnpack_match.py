@@ -6,16 +6,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from etlens.analysis.attribution import EventMatch, attributor_for, register_backend, registered_backends
-from etlens.analysis.attribution.xnnpack import XnnpackAttributor, event_kind_matches, parse_event_name
-from etlens.readers.xnnpack import XnnNode, XnnpackGraph, XnnValue
+from etlens.analysis.attribution import EventMatch, attributor_for, registered_backends
+from etlens.backends import Backend, register
+from etlens.backends.xnnpack.events import XnnpackAttributor, event_kind_matches, parse_event_name
+from etlens.backends.xnnpack.payload import XnnNode, XnnpackGraph, XnnValue
 
 
 def graph(*nodes: tuple[str, int], dtype: str = "float32") -> SimpleNamespace:
     """A chain of XNodes (type, debug handle), value i -> node i -> value i+1."""
     xs = [XnnNode("XNN" + t, (i,), (i + 1,), h) for i, (t, h) in enumerate(nodes)]
     g = XnnpackGraph(nodes=xs, values=[XnnValue(i, dtype) for i in range(len(nodes) + 1)])
-    return SimpleNamespace(id="XnnpackBackend", xnnpack=g)
+    return SimpleNamespace(id="XnnpackBackend", decoded=g)
 
 
 def match(events, *nodes, dtype="float32"):
@@ -89,7 +90,7 @@ def test_registry_plugs_other_backends():
 
     assert "xnnpack" in registered_backends()
     assert isinstance(attributor_for("XnnpackBackend"), XnnpackAttributor)
-    register_backend("FakeNpuBackend", Fake())
+    register(Backend("fakenpu", ids=("FakeNpuBackend",), hooks={"events": Fake()}))
     assert attributor_for("FakeNpuBackend").match(["a"], None)[0].handles == (9,)
     assert attributor_for("UnknownBackend") is None
 

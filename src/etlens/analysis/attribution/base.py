@@ -7,64 +7,35 @@ the ordered event names of one delegate call plus the delegate's payload into on
 :class:`EventMatch` per event: the debug handles it ran (which the ETRecord maps to ATen nodes,
 module paths and source lines), the backend ops, and how sure the match is.
 
-Backends register by id (the ``BackendDelegate.id`` of the ``.pte``, e.g. ``XnnpackBackend``)::
+A backend gives its attributor as the ``events`` hook of its :class:`etlens.backends.Backend`
+(the one registry every floor uses; ``docs/backends.md``)::
 
-    from etlens.analysis.attribution import register_backend
+    from etlens.backends import Backend, register
 
     class MyNpu:
-        def match(self, event_names, delegate):       # delegate: readers' Delegate (payload facts)
+        def match(self, event_names, delegate):       # delegate: readers' Delegate (delegate.decoded)
             return [EventMatch(name, handles=(...,), backend_ops=("npu.conv",)) for name in event_names]
 
-    register_backend("MyNpuBackend", MyNpu())
+    register(Backend("mynpu", ids=("MyNpuBackend",), hooks={"events": MyNpu()}))
 
 Lookup is by exact id first, then case-insensitive prefix (``xnnpack`` matches ``XnnpackBackend``).
+A backend without an ``events`` hook keeps its events by name, its time as one block.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from ...backends import all_backends, for_delegate, hook
 from .types import BackendAttributor, EventMatch
 
-__all__ = ["EventMatch", "BackendAttributor", "register_backend", "attributor_for", "registered_backends"]
-
-
-@dataclass
-class _Registry:
-    by_id: dict[str, BackendAttributor] = field(default_factory=dict)
-
-
-_REGISTRY = _Registry()
-
-
-def register_backend(backend_id: str, attributor: BackendAttributor) -> None:
-    """Make ``attributor`` handle the delegates whose id is (or starts with) ``backend_id``."""
-    _REGISTRY.by_id[backend_id] = attributor
+__all__ = ["EventMatch", "BackendAttributor", "attributor_for", "registered_backends"]
 
 
 def registered_backends() -> list[str]:
-    """The backend ids with an attributor (built-in: XNNPACK)."""
-    _load_builtin()
-    return sorted(_REGISTRY.by_id)
+    """The names of the registered backends with an attributor (``events`` hook)."""
+    return sorted(b.name for b in all_backends() if "events" in b.hooks)
 
 
 def attributor_for(backend_id: str | None) -> BackendAttributor | None:
-    """The attributor of ``backend_id`` (exact id, then case-insensitive prefix), or None."""
-    if not backend_id:
-        return None
-    _load_builtin()
-    hit = _REGISTRY.by_id.get(backend_id)
-    if hit is not None:
-        return hit
-    low = backend_id.lower()
-    for key, value in _REGISTRY.by_id.items():
-        if low.startswith(key.lower()):
-            return value
-    return None
-
-
-def _load_builtin() -> None:
-    if "xnnpack" not in _REGISTRY.by_id:
-        from .xnnpack import XnnpackAttributor
-
-        _REGISTRY.by_id.setdefault("xnnpack", XnnpackAttributor())
+    """The attributor of the backend ``backend_id`` belongs to (exact id, then case-insensitive prefix), or None."""
+    att = hook(for_delegate(backend_id), "events")
+    return att() if isinstance(att, type) else att

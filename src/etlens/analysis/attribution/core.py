@@ -59,6 +59,8 @@ class NodeTime:
     events: list[str] = field(default_factory=list)
     runs: dict[int, float] = field(default_factory=dict)     # run index -> ms
     match: str = ""
+    cycles: dict[int, float] = field(default_factory=dict)   # run index -> accelerator cycles (never ms)
+    estimated: dict[int, float] = field(default_factory=dict)  # run index -> ms estimated from cycles
 
     def times(self) -> np.ndarray:
         return np.asarray([self.runs[r] for r in sorted(self.runs)], dtype=np.float64)
@@ -77,7 +79,17 @@ class NodeTime:
                 "source_line": self.source_line,
                 "inside_delegate": self.inside_delegate, "backend": self.backend,
                 "backend_ops": list(self.backend_ops), "events": list(self.events), "match": self.match,
-                "p10_ms": s["p10"], "p50_ms": s["p50"], "p90_ms": s["p90"], "avg_ms": s["avg"]}
+                "p10_ms": s["p10"], "p50_ms": s["p50"], "p90_ms": s["p90"], "avg_ms": s["avg"],
+                **self.cycle_stats()}
+
+    def cycle_stats(self) -> dict[str, Any]:
+        """``cycles_avg`` (accelerator cycles per run) and ``estimated_avg_ms`` (those cycles at the
+        delegate's own clock: an estimate, not a measurement); None when the node has no cycle events."""
+        if not self.cycles:
+            return {"cycles_avg": None, "estimated_avg_ms": None}
+        c = np.asarray([self.cycles[r] for r in sorted(self.cycles)], dtype=np.float64)
+        e = [self.estimated[r] for r in sorted(self.estimated)]
+        return {"cycles_avg": float(c.mean()), "estimated_avg_ms": float(np.mean(e)) if e else None}
 
 
 @dataclass
@@ -108,6 +120,10 @@ class Attribution:
     delegate_overhead_per_run: list[float]
     attributed_per_run: list[float]
     operator_per_run: list[float]
+    #: whole-delegate figures kept out of every node row: {event, backend, unit, per_run}
+    delegate_metrics: list[dict[str, Any]] = field(default_factory=list)
+    cycles_per_run: list[float] = field(default_factory=list)
+    cycles_attributed_per_run: list[float] = field(default_factory=list)
 
     @staticmethod
     def _avg(v: list[float]) -> float:
@@ -133,7 +149,18 @@ class Attribution:
             "framework_ms_per_run": list(self.framework_per_run),
             "delegate_overhead_ms_per_run": list(self.delegate_overhead_per_run),
             "matches": _count(m.match.quality for m in self.events),
+            **self._cycle_summary(),
         }
+
+    def _cycle_summary(self) -> dict[str, Any]:
+        if not self.cycles_per_run and not self.delegate_metrics:
+            return {}
+        cyc = self._avg(self.cycles_per_run)
+        att = self._avg(self.cycles_attributed_per_run)
+        return {"cycles_avg": cyc, "cycles_attributed_avg": att,
+                "cycles_attributed_fraction": att / cyc if cyc > 0 else None,
+                "cycle_events": sum(1 for e in self.events if e.match.unit == "cycles"),
+                "delegate_metrics": [{**m, "avg": self._avg(m["per_run"])} for m in self.delegate_metrics]}
 
     def to_json(self) -> dict[str, Any]:
         return {"rows": [r.to_json() for r in self.rows], **self.summary()}
@@ -227,7 +254,8 @@ def attribute(inspector: Any, pte: Any = None) -> Attribution:
     return walker.result()
 
 
-_TOTALS = ("execute", "framework", "delegate", "internal", "overhead", "attributed", "operator")
+_TOTALS = ("execute", "framework", "delegate", "internal", "overhead", "attributed", "operator", "cycles",
+           "cycles_attributed")
 
 
 class _Walker:
@@ -241,6 +269,7 @@ class _Walker:
         self.nodes_of: dict[str, dict] = {}
         self.rows: dict[tuple, NodeTime] = {}
         self.events: list[EventAttribution] = []
+        self.metrics: list[dict[str, Any]] = []
         self.per_run: dict[str, dict[int, float]] = {k: {} for k in _TOTALS}
         self.run_base = 0
         # per-block state, set by block()
@@ -257,10 +286,12 @@ class _Walker:
         return self.nodes_of[method]
 
     def _row(self, key: tuple, handles: tuple[int, ...], inside: bool, backend: str = "",
-             kernel: str = "") -> NodeTime:
+             kernel: str = "", only: str = "") -> NodeTime:
         r = self.rows.get(key)
         if r is None:
             infos = [x for h in handles for x in self.nodes.get(h, ())]
+            if only:  # the event names its node: that node's facts, not its handle group's principal node
+                infos = [x for x in infos if str(x[0]).rstrip("_") == only] or infos
             name, op, path, mtype, line, known = _node_facts(infos, kernel)
             r = self.rows[key] = NodeTime(
                 node=name or (UNATTRIBUTED if not handles else f"handles {list(handles)}"), debug_handles=handles,
@@ -348,13 +379,22 @@ class _Walker:
                    "is it the program this ETDump was recorded from?")
             matches = [EventMatch(n, note=why) for n in names]
         elif att is None:
-            matches = [EventMatch(n, note=f"no attributor registered for backend {backend or '?'}") for n in names]
+            matches = [EventMatch(n, note=f"etlens has no decoder for backend {backend or '?'} yet: its events "
+                                          "stay by name, its time one block") for n in names]
+        elif getattr(att, "takes_graph_nodes", False):
+            matches = att.match(names, delegate, graph_nodes=tuple(self._by_name()))
         else:
             matches = att.match(names, delegate)
+        by_name = self._by_name()
+        for mt in matches:  # events named after graph nodes: the ETRecord gives their handles
+            if not mt.handles and mt.nodes:
+                mt.handles = tuple(by_name[n] for n in mt.nodes if n in by_name)
         # the ETRecord says which handles this delegate holds: a match outside them is a wrong program
         known = set(_handles(b.debug_handles[calls[instr]])) if instr in calls else set()
         if known:
             for mt in matches:
+                if mt.nodes:
+                    continue  # resolved by node name: the lowered graph's handles need not be the ETRecord's
                 stray = [h for h in mt.handles if h not in known]
                 if stray:
                     mt.handles = tuple(h for h in mt.handles if h in known)
@@ -362,26 +402,82 @@ class _Walker:
                                "program of this ETDump?)" + (f"; {mt.note}" if mt.note else ""))
                     if not mt.handles:
                         mt.quality = "unattributed"
+        ms_per_cycle = self._clock(idxs, matches)
         for i, mt in zip(idxs, matches, strict=True):
+            if mt.total or mt.unit in ("count", "us"):
+                # a counter or the delegate's own timer: reported per delegate, never inside a node's time
+                self._metric(backend, b.names[i], mt.unit or "ms", i)
+                self.events.append(EventAttribution(bi, i, instr, delegate_index, backend, mt, ""))
+                continue
             if mt.handles:
                 # named by the matched node's own (first) handle when the ETRecord knows it; nodes
                 # fused into it only add their handles
                 main = mt.handles[:1] if self.nodes.get(mt.handles[0]) else mt.handles
-                name = _node_facts([x for h in main for x in self.nodes.get(h, ())])[0]
-                r = self._row(("d", backend, name or main), main, True, backend)
+                only = mt.nodes[0] if mt.nodes else ""
+                name = only or _node_facts([x for h in main for x in self.nodes.get(h, ())])[0]
+                r = self._row(("d", backend, name or main), main, True, backend, only=only)
                 r.debug_handles = tuple(dict.fromkeys(r.debug_handles + mt.handles))
             else:
                 r = self._row(("u", backend, instr), (), True, backend)
-            self._add(r, i, b.names[i], list(mt.backend_ops) + list(mt.fused))
+            if mt.unit == "cycles":
+                self._add_cycles(r, i, b.names[i], list(mt.backend_ops) + list(mt.fused), ms_per_cycle, kr)
+            else:
+                self._add(r, i, b.names[i], list(mt.backend_ops) + list(mt.fused))
             if not r.match or mt.quality != "exact":
                 r.match = mt.quality if not r.match or r.match == "exact" else r.match
             self.events.append(EventAttribution(bi, i, instr, delegate_index, backend, mt, r.node, r.module_path, r.op))
+            if mt.unit == "cycles":
+                continue
             for j in range(kr):
                 g = self.run_base + j
                 v = float(self.raw[i, j])
                 self._total("internal", g, v)
                 if mt.handles and r.in_module:
                     self._total("attributed", g, v)
+
+    def _by_name(self) -> dict[str, int]:
+        """``{node name: debug handle}`` of the current method's graph (names as the ETRecord spells them)."""
+        out: dict[str, int] = {}
+        for h, infos in self.nodes.items():
+            for x in infos:
+                out.setdefault(str(x[0]).rstrip("_"), h)
+        return out
+
+    def _metric(self, backend: str, name: str, unit: str, i: int) -> None:
+        scale = self.scale if unit in ("count", "us", "cycles") else 1.0  # raw ticks, not ms
+        m = next((x for x in self.metrics if x["event"] == name and x["backend"] == backend), None)
+        if m is None:
+            m = {"event": name, "backend": backend, "unit": unit, "per_run": []}
+            self.metrics.append(m)
+        m["per_run"].extend(float(self.raw[i, j]) * scale for j in range(self.k))
+
+    def _clock(self, idxs: list[int], matches: list[EventMatch]) -> list[float | None]:
+        """Per run, ms per accelerator cycle from the delegate's own clock (its cycle total and the time of
+        the same work), or None when the delegate reports no such pair."""
+        out: list[float | None] = []
+        for j in range(self.k):
+            cyc = sum(float(self.raw[i, j]) * self.scale for i, m in zip(idxs, matches) if m.clock == "cycles")
+            ms = sum(float(self.raw[i, j]) * (self.scale / 1000.0 if m.unit == "us" else 1.0)
+                     for i, m in zip(idxs, matches) if m.clock == "time")
+            out.append(ms / cyc if cyc > 0 and ms > 0 else None)
+        return out
+
+    def _add_cycles(self, r: NodeTime, i: int, event: str, extra: list[str], ms_per_cycle: list, kr: int) -> None:
+        for j in range(self.k):
+            g = self.run_base + j
+            c = float(self.raw[i, j]) * self.scale
+            r.cycles[g] = r.cycles.get(g, 0.0) + c
+            if ms_per_cycle[j] is not None:
+                r.estimated[g] = r.estimated.get(g, 0.0) + c * ms_per_cycle[j]
+            if j < kr:
+                self._total("cycles", g, c)
+                if r.debug_handles and r.in_module:
+                    self._total("cycles_attributed", g, c)
+        if event not in r.events:
+            r.events.append(event)
+        for x in extra:
+            if x not in r.backend_ops:
+                r.backend_ops.append(x)
 
     def result(self) -> Attribution:
         def seq(key: str) -> list[float]:
@@ -392,7 +488,9 @@ class _Walker:
         return Attribution(rows=ordered, events=self.events, execute_per_run=seq("execute"),
                            framework_per_run=seq("framework"), delegate_per_run=seq("delegate"),
                            delegate_internal_per_run=seq("internal"), delegate_overhead_per_run=seq("overhead"),
-                           attributed_per_run=seq("attributed"), operator_per_run=seq("operator"))
+                           attributed_per_run=seq("attributed"), operator_per_run=seq("operator"),
+                           delegate_metrics=self.metrics, cycles_per_run=seq("cycles"),
+                           cycles_attributed_per_run=seq("cycles_attributed"))
 
 
 def _handles(h: Any) -> tuple[int, ...]:

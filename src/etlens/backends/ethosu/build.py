@@ -13,12 +13,12 @@ the program is lowered, together with two facts the Arm backend computes and the
   ExecuTorch's ``WhyNoPartitionReporter``).
 
 :func:`write_sidecar` stores all of it as ``<stem>.vela.json`` next to the ``.pte`` and
-``.etrecord`` (format described in :mod:`etlens.readers.vela_sidecar`); the analyses read it from
+``.etrecord`` (format described in :mod:`etlens.backends.ethosu.vela`); the analyses read it from
 there (``etlens delegation``, the report).
 
 Example (in a process where ExecuTorch may run)::
 
-    from etlens.builder.ethosu import VelaCapture, ethosu_partitioner, write_sidecar
+    from etlens.backends.ethosu.build import VelaCapture, ethosu_partitioner, write_sidecar
     with VelaCapture("ethos-u55-128") as cap:
         edge = to_edge_transform_and_lower(ep, partitioner=[ethosu_partitioner("ethos-u55-128")], ...)
     write_sidecar(cap, "out/model.pte")
@@ -332,3 +332,34 @@ def write_sidecar(capture: VelaCapture, artifact: str) -> str:
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)
     return path
+
+
+def config(name: str) -> Any:
+    """The ``build`` hook: how to compile for the Ethos-U configuration ``name`` (one of :data:`ETHOSU_TARGETS`).
+
+    Compiled and estimated, not run (``runs=False``: no FVP here); the Arm TOSA passes inside the
+    backend's preprocess are traced too (``preprocess_observer``).
+    """
+    from etlens.builder.backends import BackendConfig
+
+    return BackendConfig(
+        name=name,
+        description=f"Arm Ethos-U NPU ({name}): Arm quantizer, EthosUPartitioner, Vela (compiled, estimated, "
+                    "not run: no FVP here)",
+        requires=["executorch.exir", "executorch.backends.arm.ethosu", "ethosu.vela"],
+        install_hint="pip install 'etlens[ethos-u]' && pip install --no-deps tosa-tools==2026.5.0",
+        quantizer_factory=lambda: ethosu_quantizer(name),
+        edge_compile_config=ethosu_edge_compile_config,
+        partitioner_factory=lambda: ethosu_partitioner(name),
+        lowering_context=lambda pte: vela_sidecar(name, pte),
+        preprocess_observer=observe_arm_passes,
+        runs=False,
+        int8_only=True,
+        module_advice={"tosa_serializer": TOSA_ADVICE},
+    )
+
+
+#: what to do when tosa_serializer (tosa-tools, imported by the Arm TOSA passes) is missing
+TOSA_ADVICE = ("pip install 'etlens[ethos-u]' && pip install --no-deps tosa-tools==2026.5.0 (tosa-tools provides "
+               "tosa_serializer, which the Arm TOSA passes import; --no-deps because its exact pins would "
+               "downgrade numpy and flatbuffers)")

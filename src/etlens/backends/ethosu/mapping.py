@@ -25,8 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...model import Graph, Node
-from ...readers.vela_sidecar import VelaLayer, VelaPartition, VelaSidecar
+from etlens.model import Graph, Node
+
+from .vela import VelaLayer, VelaPartition, VelaSidecar
 
 __all__ = ["NodeEstimate", "LayerMapping", "EthosUDelegation", "map_delegation", "LAYOUT_OPS", "QDQ_OPS"]
 

@@ -1,49 +1,48 @@
-"""Arm Ethos-U programs, per operator, without the hardware.
+"""Ethos-U memory (the ``memory`` hook, analysis floor): SRAM and flash of every Ethos-U delegate.
 
-Two sources, no ExecuTorch needed:
-
-* the ``.pte`` itself: each Ethos-U delegate's Vela bin stream (:mod:`etlens.readers.ethosu`) gives
-  the command stream, weights, SRAM scratch and I/O shapes — :func:`ethos_u_memory` turns them into
-  the SRAM/flash budget ``etlens memory`` and ``etlens size`` show;
-* the Vela sidecar (``MODEL.vela.json``, written next to the artifacts at compile time,
-  :mod:`etlens.readers.vela_sidecar`): Vela's summary and per-layer table, the TOSA operator ->
-  fx node records and the partitioner's CPU-fallback reasons — :func:`ethos_u_delegation` maps the
-  per-layer estimates to ATen nodes and modules (:mod:`.mapping`).
+Each delegate's Vela bin stream (:mod:`.payload`) gives the command stream, weights, SRAM scratch and
+I/O shapes; :func:`ethos_u_memory` turns them into the SRAM/flash budget ``etlens memory`` shows (and
+its ``--fail-on-sram-bytes`` / ``--fail-on-flash-bytes`` gates), with Vela's own summary beside it when
+the sidecar (:mod:`.vela`) is there. :func:`payload_parts` splits the payload for ``etlens size``.
 
 Example::
 
-    from etlens.analysis.ethosu import ethos_u_delegation, ethos_u_memory
-    d = ethos_u_delegation("out/model.etrecord")
-    d.totals()["npu_cycles"], [(n.name, n.npu_cycles) for n in d.nodes if n.backend]
+    from etlens.backends.ethosu.memory import ethos_u_memory
     ethos_u_memory(read("out/model.pte"))["sram_bytes"]
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from .mapping import LAYOUT_OPS, EthosUDelegation, LayerMapping, NodeEstimate, map_delegation
+from etlens.analysis.size import Part
 
-__all__ = ["EthosUDelegation", "LayerMapping", "NodeEstimate", "LAYOUT_OPS", "map_delegation",
-           "ethos_u_delegation", "ethos_u_memory", "has_ethos_u"]
+from .vela import find_sidecar, read_sidecar
 
-
-def has_ethos_u(artifact: str) -> bool:
-    """True when a Vela sidecar sits next to ``artifact`` (an Ethos-U build by etlens)."""
-    from ...readers.vela_sidecar import find_sidecar
-
-    return find_sidecar(artifact) is not None
+__all__ = ["ethos_u_memory", "program_memory", "payload_parts"]
 
 
-def ethos_u_delegation(artifact: str, method: str | None = None, sidecar: str | None = None) -> EthosUDelegation:
-    """Per-node Vela estimates for an ETRecord (``sidecar``: default ``<stem>.vela.json`` beside it)."""
-    from ...readers.vela_sidecar import find_sidecar, read_sidecar
-    from ..delegation import delegation_graph
-
-    path = sidecar or find_sidecar(artifact, required=True)
-    assert path is not None
-    return map_delegation(delegation_graph(os.fspath(artifact), method=method), read_sidecar(path))
+def payload_parts(d: Any, di: int, plan_name: str, group: str, data: Any,
+                  named: dict[str, str]) -> list[tuple[int, int, Part]] | None:
+    """Split an Ethos-U payload (Vela bin stream) into its command stream and weights (what the NPU reads
+    from flash); block headers and I/O tables stay in the payload's rest. None when it did not decode."""
+    eu = d.decoded
+    if eu is None:
+        return None
+    who = f"{plan_name} delegate[{di}]"
+    out = []
+    for b in eu.blocks:
+        if b.external:
+            continue
+        if b.name == "cmd_data":
+            out.append((d.payload_offset + b.offset, b.size,
+                        Part(f"{who} Ethos-U command stream ({eu.command_stream_version})", 0,
+                             "ethos_u_command_stream", group, {"delegate": di, "method": plan_name})))
+        elif b.name == "weight_data":
+            out.append((d.payload_offset + b.offset, b.size,
+                        Part(f"{who} Ethos-U weights (Vela-encoded)", 0, "ethos_u_weights", group,
+                             {"delegate": di, "method": plan_name})))
+    return out
 
 
 def _memory_mode(flags: str) -> str | None:
@@ -84,23 +83,21 @@ def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | Non
     delegates = []
     for plan in program.execution_plan:
         for i, d in enumerate(plan.delegates):
-            if d.ethos_u is None and not (d.decode_error and "Ethos-U" in d.decode_error):
+            if d.backend != "ethosu":
                 continue
             row: dict[str, Any] = {"method": plan.name, "index": i, "backend_id": d.id,
                                    "payload_size": d.payload_size}
             specs = {c.key: c.text() for c in d.compile_specs}
             row["target"] = specs.get("target")
             row["compile_flags"] = specs.get("compile_flags", "")
-            if d.ethos_u is not None:
-                row.update(d.ethos_u.attrs())
+            if d.decoded is not None:
+                row.update(d.decoded.attrs())
             else:
-                row["decode_error"] = d.decode_error
+                row["decode_error"] = d.decode_error or "payload not decoded"
             delegates.append(row)
     if not delegates:
         return None
     ok = [d for d in delegates if "decode_error" not in d]
-    from ...readers.vela_sidecar import find_sidecar, read_sidecar
-
     path = sidecar or (find_sidecar(pte.path) if getattr(pte, "path", None) else None)
     vela = read_sidecar(path) if path else None
     fast = [p.fast_scratch_bytes for p in vela.partitions] if vela is not None else []
@@ -134,3 +131,8 @@ def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | Non
         out["vela"] = {k: totals[k] for k in ("target", "sram_bytes", "flash_bytes", "dram_bytes", "npu_cycles",
                                               "macs", "npu_ops", "cpu_ops", "partitions", "fast_scratch_bytes")}
     return out
+
+
+def program_memory(pte: Any) -> dict[str, Any] | None:
+    """The ``memory`` hook ``etlens memory`` calls: :func:`ethos_u_memory` (None without Ethos-U delegates)."""
+    return ethos_u_memory(pte)

@@ -12,10 +12,10 @@ stages, and lays out what the compiler knows:
 * tables: NPU cycles per ATen node and module, CPU fallbacks with the Arm partitioner's reason,
   layout changes (transposes, reshapes, copies) with their cycles, Vela's per-layer rows and where
   each landed, and Vela's own printed report;
-* the per-op int8 values inside the NPU subgraph (:mod:`etlens.analysis.ethosu.tosa_values`).
+* the per-op int8 values inside the NPU subgraph (:mod:`.tosa_values`).
 
-:func:`report_from_estimates` is what :func:`etlens.report.report_from_session` calls for a backend
-whose ``BackendConfig.runs`` is ``False``.
+:func:`report_from_estimates` is the ``page`` hook: what :func:`etlens.report.report_from_session` calls
+for a build of this backend (its ``BackendConfig.runs`` is ``False``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import html
 import os
 from typing import Any
 
-from .render import Card, ReportPage, Section, render_report, table_html, viewer_frame
+from etlens.report.render import Card, ReportPage, Section, render_report, table_html, viewer_frame
 
 __all__ = ["report_from_estimates", "ethos_u_page"]
 
@@ -39,11 +39,13 @@ def _pct(part: float, whole: float) -> str:
 
 def ethos_u_page(pte: str, etrecord: str, out_dir: str, stem: str, files: dict[str, str], *, title: str,
                  subtitle: str = "", trace: Any = None) -> tuple[ReportPage, Any]:
-    """The page (and the :class:`~etlens.analysis.ethosu.EthosUDelegation`) of one Ethos-U build."""
-    from ..analysis.ethosu import ethos_u_delegation, ethos_u_memory
-    from ..readers.etrecord import read as read_etrecord
-    from ..readers.pte import read as read_pte
-    from ..views.html import generate_html, generate_multi_pass_html
+    """The page (and the :class:`~etlens.backends.ethosu.mapping.EthosUDelegation`) of one Ethos-U build."""
+    from etlens.readers.etrecord import read as read_etrecord
+    from etlens.readers.pte import read as read_pte
+    from etlens.views.html import generate_html, generate_multi_pass_html
+
+    from .delegation import ethos_u_delegation
+    from .memory import ethos_u_memory
 
     est = ethos_u_delegation(etrecord)
     t = est.totals()
@@ -130,8 +132,9 @@ def ethos_u_page(pte: str, etrecord: str, out_dir: str, stem: str, files: dict[s
 
 def _tosa_section(etrecord: str, session: Any, notes: list[str]) -> Section:
     """Per-op int8 values inside the NPU subgraph (TOSA reference model vs pt2e and float)."""
-    from ..analysis.ethosu.tosa_values import tosa_inside_values
-    from ..errors import EtlensError
+    from etlens.errors import EtlensError
+
+    from .tosa_values import tosa_inside_values
 
     intro = ("Each Ethos-U partition's TOSA graph run in the TOSA reference model (the integer arithmetic the NPU "
              "implements), per ATen node against the int8 code pt2e simulated (in int8 steps) and against the "
@@ -157,8 +160,8 @@ def report_from_estimates(session: Any, output: str, *, title: str | None = None
                           progress: bool | None = None) -> dict[str, str]:
     """Build ``session``'s model (no run) and write the estimates report to ``output``; closes the session.
     Returns the files written beside it (``{label: path}``); the caller wraps them in its ``ReportResult``."""
-    from .._progress import StageBar
-    from ..model.spans import span
+    from etlens._progress import StageBar
+    from etlens.model.spans import span
 
     out_dir = os.path.dirname(os.path.abspath(output)) or "."
     stem = os.path.splitext(os.path.basename(output))[0]
@@ -169,7 +172,7 @@ def report_from_estimates(session: Any, output: str, *, title: str | None = None
     with session, bar:
         arts = session.lower(art_dir, trace_path=trace_path)
         files = {"program (.pte)": arts.pte, "ETRecord": arts.etrecord}
-        from ..readers.vela_sidecar import sidecar_for
+        from .vela import sidecar_for
 
         if os.path.exists(sidecar_for(arts.pte)):
             files["Vela's estimates (sidecar JSON)"] = sidecar_for(arts.pte)

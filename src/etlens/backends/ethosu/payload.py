@@ -23,8 +23,8 @@ The *fast scratch* (Vela's arena cache in dedicated SRAM, Ethos-U65/U85 ``Dedica
 memory modes) is not in the payload: Vela writes its size in its raw output (``scratch_fast_size``
 in ``out_vela.npz``), but the Arm backend packs only ``scratch_size`` and the runtime is configured
 with the fast scratch separately. etlens's Ethos-U build keeps Vela's value in the sidecar
-(:mod:`etlens.readers.vela_sidecar`, ``memory``), and ``etlens memory`` reports it from there
-(:func:`etlens.analysis.ethosu.ethos_u_memory`); from the payload alone it is ``None``.
+(:mod:`etlens.backends.ethosu.vela`, ``memory``), and ``etlens memory`` reports it from there
+(:func:`etlens.backends.ethosu.memory.ethos_u_memory`); from the payload alone it is ``None``.
 
 :func:`decode_ethosu` returns an :class:`EthosUPayload`; nothing here needs Vela, the Arm backend or
 ExecuTorch. Malformed payloads raise :class:`~etlens.errors.FormatError` naming the block and the
@@ -42,7 +42,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import FormatError, TruncatedFileError
+from etlens.errors import FormatError, TruncatedFileError
 
 __all__ = ["ETHOSU_BACKEND_IDS", "VelaBlock", "VelaIO", "EthosUPayload", "decode_ethosu", "is_ethosu_backend"]
 
@@ -245,3 +245,13 @@ def decode_ethosu(payload: bytes | bytearray | memoryview, name: str = "<payload
     if missing:
         raise FormatError(f"{name}: Vela bin stream lacks block(s) {', '.join(missing)}; {_HINT}")
     return out
+
+
+def decode(payload: memoryview, *, name: str, program: Any = None) -> EthosUPayload:
+    """The ``payload`` hook (etlens.backends.ROLES): decode an Ethos-U delegate's Vela bin stream, its
+    external blocks sized from the program's named data."""
+    named = {}
+    if program is not None:
+        named = {nd.key: program.segments[nd.segment_index].size for nd in program.named_data
+                 if nd.segment_index < len(program.segments)}
+    return decode_ethosu(payload, name=name, named_sizes=named)

@@ -1,7 +1,7 @@
 """Numerics inside the Ethos-U subgraph without hardware: the delegated TOSA graph in the TOSA reference model.
 
 The Arm backend lowers each Ethos-U partition to a TOSA graph before Vela compiles it; the build
-keeps that graph beside the artifacts (``<stem>.ethosu<k>.tosa``, see :mod:`etlens.builder.ethosu`).
+keeps that graph beside the artifacts (``<stem>.ethosu<k>.tosa``, see :mod:`.build`).
 TOSA's reference model (``tosa_reference_model`` from the ``tosa-tools`` wheel) runs it bit-exactly
 as the TOSA specification defines the integer arithmetic the NPU implements, and with
 ``--dump_intermediates 1`` prints every tensor it computes. :func:`tosa_inside_values` then, per
@@ -32,13 +32,12 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import EtlensError, MissingDependencyError
+from etlens.errors import EtlensError, MissingDependencyError
 
 __all__ = ["TosaRow", "TosaInsideResult", "tosa_inside_values", "run_tosa_reference", "parse_dump",
            "tosa_graph_io"]
@@ -120,9 +119,11 @@ def tosa_graph_io(tosa_path: str) -> tuple[list[tuple[str, tuple[int, ...]]], li
 
 
 def run_tosa_reference(tosa_path: str, inputs: dict[str, Any], timeout: float = 600) -> dict[str, Any]:
-    """Run ``tosa_path`` in the reference model (a child process) on ``{input name: int array}``;
-    every tensor it computed, by name."""
+    """Run ``tosa_path`` in the reference model (a child process, :func:`etlens.builder.worker.run_tool`) on
+    ``{input name: int array}``; every tensor it computed, by name."""
     import numpy as np
+
+    from etlens.builder.worker import run_tool
 
     _, outs = tosa_graph_io(tosa_path)
     with tempfile.TemporaryDirectory(prefix="etlens-tosa-") as tmp:
@@ -135,10 +136,7 @@ def run_tosa_reference(tosa_path: str, inputs: dict[str, Any], timeout: float = 
                "--ifm_file", ",".join(p for _, p in files), "--ofm_name", ",".join(outs),
                "--ofm_file", ",".join(f"out{k}.npy" for k in range(len(outs))), "--output_dir", tmp,
                "--dump_intermediates", "1"]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise EtlensError(f"{tosa_path}: the TOSA reference model did not finish in {timeout:.0f} s") from exc
+        proc = run_tool(cmd, timeout=timeout, what=f"{tosa_path}: the TOSA reference model")
         if proc.returncode != 0:
             raise EtlensError(f"{tosa_path}: the TOSA reference model failed (exit {proc.returncode}): "
                               f"{(proc.stderr or proc.stdout)[-600:]}")
@@ -293,8 +291,8 @@ def tosa_inside_values(etrecord: str, sidecar: str | None = None, *, inputs: tup
     """
     import numpy as np
 
-    from ...readers.etrecord import read as read_etrecord
-    from ...readers.vela_sidecar import find_sidecar, read_sidecar
+    from etlens.readers.etrecord import read as read_etrecord
+    from .vela import find_sidecar, read_sidecar
 
     path = sidecar or find_sidecar(etrecord, required=True)
     assert path is not None

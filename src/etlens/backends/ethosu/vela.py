@@ -39,8 +39,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import FormatError, MissingDataError
-from .base import read_limited
+from etlens.errors import FormatError, MissingDataError
+from etlens.readers.base import read_limited
 
 __all__ = ["VelaLayer", "VelaSummary", "VelaPartition", "VelaSidecar", "read_sidecar", "parse_sidecar",
            "find_sidecar", "sidecar_for", "parse_per_layer_csv", "parse_summary_csv", "parse_vela_stdout"]

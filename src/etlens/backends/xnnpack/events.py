@@ -3,7 +3,7 @@
 XNNPACK logs one event per *runtime operator*, named by the operator and its datatype, with a
 per-kind counter: ``Convolution (NHWC, F32) IGEMM #1``, ``Fully Connected (NC, QS8, QC8W) GEMM #2``,
 ``Transpose (ND, X32) #1``, ``Convert (NC) #1``. The payload (decoded by
-:mod:`etlens.readers.xnnpack`) lists the *XNodes* in execution order, each with a ``debug_handle``.
+:mod:`.payload`) lists the *XNodes* in execution order, each with a ``debug_handle``.
 When XNNPACK builds its runtime from the XNodes it keeps their order but
 
 * fuses some nodes into their producer (a ``Clamp`` after a convolution becomes the convolution's
@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from .types import EventMatch
+from etlens.analysis.attribution.types import EventMatch
 
 __all__ = ["XnnpackAttributor", "parse_event_name", "event_kind_matches"]
 
@@ -141,7 +141,7 @@ class XnnpackAttributor:
     """The built-in attributor for ``XnnpackBackend`` delegates (see the module docstring)."""
 
     def match(self, event_names: Sequence[str], delegate: Any) -> list[EventMatch]:
-        graph = getattr(delegate, "xnnpack", None) if delegate is not None else None
+        graph = getattr(delegate, "decoded", None) if delegate is not None else None
         if graph is None or not graph.nodes:
             why = ("no .pte given: pass the program to look inside its delegates" if delegate is None
                    else f"the XNNPACK payload could not be decoded ({getattr(delegate, 'decode_error', '')})")

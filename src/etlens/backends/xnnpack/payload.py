@@ -27,25 +27,31 @@ from __future__ import annotations
 from typing import Any
 
 import struct
+from collections import Counter
 from dataclasses import dataclass, field
 
-from ..errors import FormatError
-from ..model import Graph, Node, TensorMeta
-from ..schema import XNNPACK_DATATYPES as _XNNPACK_DATATYPES
-from ..schema import XNODE_TYPES as _XNODE_TYPES
-from ..schema import xnnpack_fbs as xfb
-from ..schema.fbs import Field
-from ..schema.xnnpack_fbs import XNodeUnion
-from ._flatbuffers import FlatBuffer, Table
+from etlens.errors import FormatError
+from etlens.model import Graph, Node, TensorMeta
+from etlens.readers import FlatBuffer, Table
+from etlens.schema.fbs import Field
+
+from . import schema as xfb
+from .schema import XNNDatatype, XNodeUnion
 
 __all__ = ["XNODE_TYPES", "XNNPACK_DATATYPES", "XnnNode", "XnnValue", "XnnpackGraph", "decode_xnnpack",
            "is_xnnpack_backend"]
 
-#: XNodeUnion type tag -> node type name (tag 0 is NONE); from :mod:`etlens.schema`.
-XNODE_TYPES: tuple[str, ...] = _XNODE_TYPES
-
-#: XNNDatatype enum value -> readable name (torch spelling where one exists); from :mod:`etlens.schema`.
-XNNPACK_DATATYPES: dict[int, str] = _XNNPACK_DATATYPES
+_X = XNNDatatype
+#: ``XNNDatatype`` value -> readable name (torch spelling where one exists).
+XNNPACK_DATATYPES: dict[int, str] = {
+    _X.xnn_datatype_invalid: "invalid", _X.xnn_datatype_fp32: "float32", _X.xnn_datatype_fp16: "float16",
+    _X.xnn_datatype_qint8: "qint8", _X.xnn_datatype_quint8: "quint8", _X.xnn_datatype_qint32: "qint32",
+    _X.xnn_datatype_qcint8: "qcint8", _X.xnn_datatype_qcint32: "qcint32", _X.xnn_datatype_qcint4: "qcint4",
+    _X.xnn_datatype_qdint8: "qdint8", _X.xnn_datatype_qbint4: "qbint4", _X.xnn_datatype_qpint8: "qpint8",
+    _X.xnn_datatype_int32: "int32", _X.xnn_datatype_pfp32: "pfp32", _X.xnn_datatype_bf16: "bfloat16",
+}
+#: ``XNodeUnion`` tag -> XNNPACK node type (``2`` -> ``'XNNFullyConnected'``; 0 is ``'NONE'``).
+XNODE_TYPES: tuple[str, ...] = XNodeUnion.NAMES
 
 
 def _wiring(table: type) -> tuple[tuple[Field, ...], tuple[Field, ...]]:
@@ -183,6 +189,22 @@ class XnnpackGraph:
         }
 
 
+    def summary(self, program: Any) -> dict[str, Any]:
+        """What ``etlens info`` shows for this delegate beside its generic facts (ops, values, constants)."""
+        out: dict[str, Any] = {"ops": self.op_names()}
+        out["op_counts"] = dict(Counter(out["ops"]))
+        out["num_values"] = len(self.values)
+        out["constant_data_size"] = self.constant_data_size
+        out["named_constants"] = len(self.named_keys)
+        out["debug_handle_coverage"] = [sum(1 for n in self.nodes if n.debug_handle), len(self.nodes)]
+        named = {nd.key: nd.segment_index for nd in program.named_data}
+        nbytes = sum(program.segments[named[k]].size for k in self.named_keys
+                     if k in named and named[k] < len(program.segments))
+        if nbytes:
+            out["named_constant_bytes"] = nbytes
+        return out
+
+
 def is_xnnpack_backend(backend_id: str) -> bool:
     return backend_id.lower().startswith("xnnpack")
 
@@ -286,3 +308,8 @@ def _decode_values(root: Table) -> list[XnnValue]:
             quantized=quantized,
         ))
     return values
+
+
+def decode(payload: memoryview, *, name: str, program: Any = None) -> XnnpackGraph:
+    """The ``payload`` hook (etlens.backends.ROLES): the registry's readers call it for every XNNPACK delegate."""
+    return decode_xnnpack(payload, name=name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .fbs import Field
+from etlens.schema.fbs import Field
 
 __all__ = [
     "FILE_IDENTIFIER", "XNNDatatype", "XNNQuantParams", "Buffer", "PerChannelGroupQuant", "PerChannelQuant",

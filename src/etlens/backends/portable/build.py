@@ -1,0 +1,28 @@
+"""Compile for the portable kernels (builder floor): ExecuTorch's edge stages, no partitioner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from etlens.builder.backends import ET_HINT, BackendConfig, get_backend
+
+__all__ = ["config", "QUANTIZER_FROM"]
+
+#: the build whose pt2e quantizer ``--backend portable --quantize`` uses: its quantized_decomposed ops
+#: run on the portable runtime as they are (looked up in the registry, not imported)
+QUANTIZER_FROM = "xnnpack"
+
+
+def _quantizer() -> Any:
+    return get_backend(QUANTIZER_FROM).quantizer()
+
+
+def config(name: str) -> BackendConfig:
+    """The ``build`` hook: export/edge stages, nothing delegated."""
+    return BackendConfig(
+        name=name,
+        description="ExecuTorch portable kernels: export/edge stages, nothing delegated (no partitioner)",
+        requires=["executorch.exir"],
+        install_hint=ET_HINT,
+        quantizer_factory=_quantizer,
+    )
