@@ -23,7 +23,7 @@ def compile_one(name: str, target: str, out: str, trace: bool = False) -> dict:
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     from etlens.backends.ethosu.build import (VelaCapture, ethosu_edge_compile_config, ethosu_partitioner,
-                                     ethosu_quantizer, write_sidecar)
+                                              ethosu_quantizer, write_sidecar)
     from tests.ethosu.models import MODELS
 
     t0 = time.time()

@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import HAS_EXECUTORCH, ROOT, build_once
 
 HERE = Path(__file__).resolve().parent
-SOURCES = (HERE / "models.py", ROOT / "src" / "etlens" / "builder" / "ethosu.py",
+SOURCES = (HERE / "models.py", ROOT / "src" / "etlens" / "backends" / "ethosu" / "build.py",
            ROOT / "src" / "etlens" / "passes" / "preprocess.py")
 
 

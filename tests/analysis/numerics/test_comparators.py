@@ -45,6 +45,10 @@ def test_values_by_hand():
     cos = float(np.dot([1, 2, 3], [1, 2.5, 1]) / (np.linalg.norm([1, 2, 3]) * np.linalg.norm([1, 2.5, 1])))
     assert CosineComparator().element_compare(a, b) == pytest.approx(cos, rel=1e-15)
     assert SNRComparator().element_compare(a, a) == math.inf
+    # both all-zero: the ratio is 0/0, the values are equal: reported as equal, never a crossing
+    zero_snr = SNRComparator().element_compare(torch.zeros(3), torch.zeros(3))
+    assert zero_snr == math.inf and not SNRComparator().crosses(zero_snr, 15.0)
+    assert SNRComparator().element_compare(torch.zeros(3), a) == -math.inf  # all-zero reference, values differ
     assert CosineComparator().element_compare(torch.zeros(3), torch.zeros(3)) == 1.0
     assert CosineComparator().element_compare(torch.zeros(3), a) == 0.0
     assert CosineComparator().element_compare(a, -a) == pytest.approx(-1.0)
