@@ -51,6 +51,27 @@ def simulate_keep_float(session: Any, keep: list[str]) -> float:
         return output_error(q(*session.inputs), session.float_module()(*session.inputs))[0]
 
 
+def _best_keep(ctx: Any, s: Any, culprit: str) -> tuple[list[str], float | None]:
+    """The culprit alone in float, and with the consumers that would quantize its output again (an
+    activation culprit: ``etlens fix``'s candidates), simulated; the smaller set unless the larger
+    one gains more than 1 dB. ``(keep, simulated SNR)``; SNR ``None`` when the quantizer refused."""
+    keep, best = [culprit], None
+    try:
+        best = simulate_keep_float(s, keep)
+        from ...builder.recipe import recipe_quantizer
+        from ..fix.consumers import annotated_module, find_consumers
+
+        gm = annotated_module(s.exported, recipe_quantizer(s.config, keep, exported=s.exported))
+        consumers = [c for c in find_consumers(gm, keep, s.model) if c not in keep]
+        if consumers:
+            wider = simulate_keep_float(s, keep + consumers)
+            if wider > best + 1.0:
+                keep, best = keep + consumers, wider
+    except Exception as exc:  # noqa: BLE001 - the quantizer refused: the estimate from the ranking
+        ctx.notes[RULE_CULPRIT] = f"simulating keep-float {keep}: {type(exc).__name__}: {str(exc)[:160]}"
+    return keep, best
+
+
 def _culprit(ctx: Any) -> list[Finding]:
     s = ctx.session
     if s is None or not getattr(s, "quantize", False):
@@ -75,16 +96,15 @@ def _culprit(ctx: Any) -> list[Finding]:
     if top.introduced < CULPRIT_NSR or not math.isfinite(before):
         return []
     total = sum(r.introduced for r in rows)
-    keep = [top.module_path]
-    try:
-        after = simulate_keep_float(s, keep)
-    except Exception as exc:  # noqa: BLE001 - the quantizer refused: the estimate from the ranking
-        ctx.notes[RULE_CULPRIT] = f"simulating keep-float {keep}: {type(exc).__name__}: {str(exc)[:160]}"
+    keep, after = _best_keep(ctx, s, top.module_path)
+    if after is None:
         after = _db(max(total - top.introduced, 1e-12))
     after = min(after, 120.0)
     win = max(after - before, 0.0)
     score = min(share(win, DB_BUDGET), 1.0)
-    recipe = " ".join(keep)
+    recipe = ", ".join(repr(k) for k in keep)
+    kept = f"{where(top.module_path)}" + (f" (and {', '.join(keep[1:])}, which would quantize its output again)"
+                                          if len(keep) > 1 else "")
     return [Finding(
         rule=RULE_CULPRIT, severity=severity_for(score),
         title=f"int8 error comes from one op: {where(top.module_path)} ({top.op}) introduces "
@@ -96,7 +116,7 @@ def _culprit(ctx: Any) -> list[Finding]:
                   "ranking": [{"module": r.module_path, "introduced_nsr": r.introduced} for r in
                               sorted(named, key=lambda r: -r.introduced)[:5]]},
         estimated_win={"db": win}, score=score,
-        fix=f"keep {where(top.module_path)} in float: a recipe with keep_float = [{recipe!r}] (etlens fix "
+        fix=f"keep {kept} in float: a recipe with keep_float = [{recipe}] (etlens fix "
             f"{ctx.model_args} --recipe-out recipe.json writes it; report --quantize --recipe recipe.json applies "
             "it; in a script: the quantizer's set_filter_function leaving that module out)",
         action={"kind": "keep_float", "modules": keep},
