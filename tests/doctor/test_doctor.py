@@ -106,3 +106,12 @@ def test_mcp_server_answers_doctor_like_the_cli(cli_doc):
     tools, text = _mcp_doctor(args)
     assert set(tools) == {"doctor", "report", "gap", "fix", "diff"}
     assert json.loads(text) == cli_doc
+
+
+def test_report_opens_with_the_findings(tmp_path):
+    out = tmp_path / "report.html"
+    assert main(["report", *_artifacts("mlp_xnnpack"), "-o", str(out)]) == 0
+    page = out.read_text()
+    sections = [page.index(f"<h2>{t}</h2>") for t in ("Findings", "Graph", "Delegation")]
+    assert sections == sorted(sections)
+    assert "nothing to fix" in page  # the clean MLP: no finding above info

@@ -21,9 +21,9 @@ __all__ = ["findings", "section", "card"]
 _SKIP = ("profiling", "quantization")
 
 
-def findings(data: Any) -> Any:
+def findings(data: Any, notes: list[str]) -> Any:
     """The :class:`~etlens.analysis.doctor.DoctorResult` of the report's data (``None`` when the rules failed;
-    the failure is added to the page's notes)."""
+    the failure is added to ``notes``, the page's)."""
     from ..analysis.doctor import DoctorContext, diagnose
 
     inputs = data.inputs
@@ -33,7 +33,7 @@ def findings(data: Any) -> Any:
         ctx.provide(inspector=data.inspector, attribution=data.attribution, delegation=data.delegation)
         return diagnose(ctx, skip=_SKIP)
     except Exception as exc:  # noqa: BLE001 - an optional section never takes the report down
-        data.notes.append(f"findings: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
+        notes.append(f"findings: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
         return None
 
 

@@ -176,7 +176,7 @@ def build_page(data: ReportData, out_dir: str, stem: str, files: dict[str, str])
     inside.adjust_cards(page.cards, data)
     from . import doctor_section  # the findings come first: what to change, before what happened
 
-    found = doctor_section.findings(data)
+    found = doctor_section.findings(data, page.notes)
     page.sections.extend(s for s in [doctor_section.section(found)] if s is not None)
     page.cards.extend(c for c in [doctor_section.card(found)] if c is not None)
     if data.reference_graph is not None:

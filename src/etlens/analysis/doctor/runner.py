@@ -32,6 +32,7 @@ RULE_IDS = {
     "duplicate-constant": "the same constant bytes stored more than once",
     "arena-fragmentation": "planned arena bytes never live at the same time",
     "llm-kv-cache": "an LLM's KV cache against its planned memory",
+    "llm-phases": "an LLM's prefill and decode ms per token and the op class decode spends most on (info)",
     "profiling-overhead": "what ETDump's own events add per run (info)",
 }
 
