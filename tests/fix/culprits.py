@@ -11,7 +11,12 @@ where one layer is made hostile to int8, and the module path(s) of that layer. K
   (small enough to lower in the tests);
 * ``cnn`` — 8 conv + ReLU layers, the same two hostilities on a conv;
 * ``bert`` — a tiny ``transformers`` BERT encoder (2 layers, hidden 32, random weights) with one
-  attention / feed-forward projection made hostile.
+  attention / feed-forward projection made hostile;
+* ``block`` — a stack of pre-LayerNorm transformer blocks (attention + ``fc1`` → GELU → ``fc2``,
+  hidden 32, plain ``torch.nn``; 2 or 3 blocks by seed) whose ``blocks.N.fc1`` emits a massive
+  activation channel that ``fc2`` ignores: an activation culprit whose output goes to ``fc2`` through
+  the GELU (int8 runs the GELU in float; ``fc2`` quantizes its input again). The culprit list is
+  ``[blocks.N.fc1, blocks.N.fc2]``: what keeping the culprit in float takes.
 
 The culprit layer sits in the first half of the stack, so error it brings in accumulates through the
 healthy layers after it: the accumulated-error ranking puts later layers first.
@@ -23,7 +28,7 @@ import torch
 
 __all__ = ["make_case", "KINDS"]
 
-KINDS = ("mlp", "cnn", "bert")
+KINDS = ("mlp", "cnn", "bert", "block")
 
 
 class MLP(torch.nn.Module):
@@ -58,6 +63,49 @@ class CNN(torch.nn.Module):
         x = self.act(self.stem(x))
         for conv in self.convs:
             x = self.act(conv(x))
+        return x
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(d, d) for _ in range(4))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.heads
+
+        def split(y):
+            return y.view(b, t, h, d // h).transpose(1, 2)
+
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        a = torch.softmax(q @ k.transpose(-1, -2) * (d // h) ** -0.5, dim=-1)
+        return self.o((a @ v).transpose(1, 2).reshape(b, t, d))
+
+
+class Block(torch.nn.Module):
+    """Pre-LayerNorm transformer block: attention, then the feed-forward ``fc1`` → GELU → ``fc2``."""
+
+    def __init__(self, d: int = 32, heads: int = 2, ff: int = 64):
+        super().__init__()
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.attn = Attention(d, heads)
+        self.fc1, self.act, self.fc2 = torch.nn.Linear(d, ff), torch.nn.GELU(), torch.nn.Linear(ff, d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.fc2(self.act(self.fc1(self.ln2(x))))
+
+
+class Blocks(torch.nn.Module):
+    def __init__(self, n: int = 2, d: int = 32):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block(d) for _ in range(n)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
         return x
 
 
@@ -139,6 +187,12 @@ def make_case(kind: str, seed: int):
                                 layer.attention.output.dense.weight)
             path = f"encoder.layer.{i}.attention.self.value"
         return model, (torch.randn(1, 8, 32, generator=gen),), [path]
+    if kind == "block":  # transformer blocks, an activation culprit in blocks.N.fc1 consumed by blocks.N.fc2
+        model = Blocks(n=2 + seed % 2).eval()
+        c = seed % len(model.blocks)
+        block = model.blocks[c]
+        _activation_outlier(block.fc1.weight, block.fc1.bias, block.fc2.weight, j=3 + seed % 5)
+        return model, (torch.randn(1, 8, 32, generator=gen),), [f"blocks.{c}.fc1", f"blocks.{c}.fc2"]
     raise ValueError(kind)
 
 

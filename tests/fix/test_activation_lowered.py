@@ -1,9 +1,9 @@
 """An activation culprit fixed on the real XNNPACK lowering: ``fix_model`` end to end on a 6-layer MLP.
 
 ``layers.2`` outputs one channel near 1000 that ``layers.3`` ignores: the per-tensor int8 scale of
-that activation crushes every other channel. Keeping ``layers.2`` alone in float used to remove
-nothing (``layers.3`` quantized the outlier again at its input) and ``etlens fix`` wrote an empty
-recipe. Now the recipe names the culprit and, lowered to XNNPACK and run on the ExecuTorch runtime,
+that activation crushes every other channel. Keeping ``layers.2`` alone in float removes
+nothing (``layers.3`` quantizes the outlier again at its input). The recipe names the culprit and its
+consumer ``layers.3`` and, lowered to XNNPACK and run on the ExecuTorch runtime,
 the output SNR rises from the int8 build's (measured 2.8 dB) to near float (measured 34.8 dB).
 Two lowerings (the int8 build and the chosen set).
 """
@@ -33,7 +33,8 @@ def test_activation_culprit_fixed_on_xnnpack(tmp_path):
     with BuildSession(model, inputs, backend="xnnpack", quantize=True) as s:
         res = fix_model(s, str(tmp_path), max_lowerings=2, runs=1)
     assert res.culprits[0].module_path == culprits[0]
-    assert res.recipe.keep_float == culprits
+    c = int(culprits[0].split(".")[1])
+    assert res.recipe.keep_float == [culprits[0], f"layers.{c + 1}"]  # the culprit and its consumer
     assert res.lowerings == 2
     int8 = next(c for c in res.candidates if not c.keep_float)
     chosen = next(c for c in res.candidates if c.chosen)

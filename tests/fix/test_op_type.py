@@ -2,9 +2,10 @@
 
 A 6-layer MLP whose two ``Proj`` layers (an ``nn.Linear`` subclass: their own module type) both emit
 a "massive activation" channel the next layer ignores; the four plain ``Linear`` layers are healthy.
-The op-type candidate is exactly the two ``Proj`` modules, and keeping them in float (the consumers'
-inputs stay float with them) takes the simulated output back near float, where keeping the top-1
-alone leaves the other culprit's damage. PyTorch only (pt2e QDQ graphs), XNNPACK's quantizer.
+The op-type candidate is exactly the two ``Proj`` modules, and keeping them in float with their
+consumers (the layers after them, which would quantize the outliers again) takes the simulated
+output back near float, where the top-1 with its consumer leaves the other culprit's damage.
+PyTorch only (pt2e QDQ graphs), XNNPACK's quantizer.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def test_type_candidate_keeps_every_proj():
     from etlens.analysis.fix.search import type_candidate
     from etlens.analysis.numerics.introduced import introduced_errors, snr_db
     from etlens.builder.quantize import quantize_pt2e
-    from etlens.builder.recipe import keep_float_quantizer
+    from etlens.analysis.fix.consumers import annotated_module, find_consumers
+    from etlens.builder.recipe import recipe_quantizer
 
     model, inputs = _model()
     ep = torch.export.export(model, inputs)
@@ -51,9 +53,13 @@ def test_type_candidate_keeps_every_proj():
     cand = type_candidate(rows, ranked)
     assert cand is not None and cand.op_type == "Proj"
     assert sorted(cand.keep_float) == ["layers.1", "layers.3"]
+    def with_consumers(keep):
+        gm = annotated_module(ep, recipe_quantizer("xnnpack", keep, exported=ep))
+        return keep + list(find_consumers(gm, keep, model))
+
     snr = {}
-    for name, keep in (("int8", []), ("top1", ranked[:1]), ("type", cand.keep_float)):
-        q = quantize_pt2e(model, inputs, "xnnpack", exported=ep, quantizer=keep_float_quantizer("xnnpack", keep))
+    for name, keep in (("int8", []), ("top1", with_consumers(ranked[:1])), ("type", with_consumers(cand.keep_float))):
+        q = quantize_pt2e(model, inputs, "xnnpack", exported=ep, quantizer=recipe_quantizer("xnnpack", keep))
         snr[name] = snr_db(q(*inputs), ref)
     assert snr["type"] > 25 and snr["type"] > snr["top1"] + 10 and snr["int8"] < 10, snr
     # a type covering most of the model is not a candidate ("keep the model in float")

@@ -1,37 +1,41 @@
-"""Keep-in-float recipes: which modules stay unquantized, as a small JSON file any backend applies.
+"""Keep-in-float recipes: which modules stay unquantized, as a JSON file a user applies in their own flow.
 
 A recipe is the answer ``etlens fix`` writes (and ``etlens report --recipe`` reads)::
 
-    {"format": "etlens-recipe", "version": 1, "backend": "xnnpack",
-     "keep_float": ["layers.7", "encoder.attn.out_proj"]}
+    {"format": "etlens-recipe", "version": 2, "backend": "xnnpack",
+     "keep_float": ["blocks.0.fc1", "blocks.0.fc2"],
+     "modules": [
+       {"path": "blocks.0.fc1", "role": "culprit", "keeps_float": ["weights", "input", "output"],
+        "why": "rank 1 by introduced error: ..."},
+       {"path": "blocks.0.fc2", "role": "consumer", "of": "blocks.0.fc1", "keeps_float": ["weights", "input"],
+        "why": "consumes blocks.0.fc1's output: ..."}],
+     "apply": {"quantizer": "XNNPACKQuantizer", "method": "filter", "calls": "..."},
+     "notes": {"snr_db": 36.1, ...}}
 
-``keep_float`` holds ``nn.Module`` paths as ``model.named_modules()`` spells them. Every node
-whose ``node.meta["nn_module_stack"]`` passes through such a module (the module itself or anything
-under it, ``path`` or ``path.*``) keeps no quantization annotation, so pt2e inserts no
-quantize/dequantize around it and the backend runs it in float.
+``keep_float`` holds *every* module the recipe keeps in float, as ``model.named_modules()`` spells
+them: a plain module filter over it (leave unquantized every node whose ``node.meta["nn_module_stack"]``
+passes through a listed module) is the whole recipe. ``modules`` says, per listed module, what stays
+float (``weights``, its ``input`` activation, its ``output`` activation; measured on the quantized graph)
+and why: a ``culprit`` introduces error int8 cannot hold; a ``consumer`` takes a culprit's output, and
+quantizing it at the consumer's input would bring the error back (an activation culprit: one channel
+near 1000 crushing the rest under one per-tensor scale), so the consumer is listed too and runs in
+float, weights included. ``apply`` holds the toolchain's own calls
+(:data:`etlens.builder.recipe_apply.HOW_TO_APPLY`): XNNPACK's ``set_filter_function``, Arm's
+``set_module_name(path, None)``, QNN's ``add_discard_nodes``. Version-1 files (``keep_float`` only)
+still load.
 
-It works on any pt2e quantizer (XNNPACK, Cortex-M, Ethos-U) the same way: :func:`keep_float_quantizer`
-wraps the backend's quantizer; after the inner ``annotate`` it deletes the annotation of every node
-under a kept module (and of the tail of its fused pattern: the ``relu`` after a kept ``linear``
-carries the pattern's output quantization even when it belongs to a shared ``self.act``), and drops
-the specs elsewhere that share a kept node's quantization (``SharedQuantizationSpec`` pointing at it).
-
-The kept module's output stays float up to its consumers: a consumer (the next ``linear``) would
-otherwise quantize it again at its own input, and an activation culprit (one channel near 1000
-crushing the rest under one per-tensor scale) would do the same damage there as at the producer.
-So a consumer of a kept node (directly, or through ops the quantizer leaves in float, such as a
-GELU) loses its input specs: it runs in float, weights included (XNNPACK cannot run a float
-activation against int8 weights; its runtime refuses the graph), and quantizes its output as
-before. Keeping ``layers.2`` in float thus also runs ``layers.3``'s matmul in float; the recipe
-names only ``layers.2``. XNNPACK's ``set_module_name(name, None)`` is not used: it asserts
-(DESIGN.md).
+:func:`keep_float_quantizer` wraps any pt2e quantizer (for a quantizer with no module filter of its
+own): after the inner ``annotate`` it deletes the annotation of every node under a kept module (and
+of the tail of its fused pattern: the ``relu`` after a kept ``linear`` carries the pattern's output
+quantization even when it belongs to a shared ``self.act``), and drops the specs elsewhere that
+share a kept node's quantization (``SharedQuantizationSpec`` pointing at it). XNNPACK's
+``set_module_name(name, None)`` is not used: it asserts (DESIGN.md).
 
 Example::
 
-    from etlens.builder.recipe import Recipe, keep_float_quantizer
+    from etlens.builder.recipe import Recipe, apply_recipe
     recipe = Recipe.load("recipe.json")                 # or Recipe(keep_float=["layers.7"])
-    q = keep_float_quantizer("xnnpack", recipe.keep_float)
-    with session.variant(quantizer=q, name="keep") as v:   # re-lowered in the session's child
+    with apply_recipe(session, recipe) as v:            # re-lowered in the session's child
         v.build("out_keep/", runs=3)
 """
 
@@ -44,31 +48,42 @@ from typing import Any, Iterable
 
 from ..errors import EtlensError
 
-__all__ = ["Recipe", "RECIPE_FORMAT", "keep_float_quantizer", "node_under", "apply_recipe", "check_paths",
-           "unannotate"]
+__all__ = ["Recipe", "RECIPE_FORMAT", "RECIPE_VERSION", "KEPT", "keep_float_quantizer", "node_under", "apply_recipe",
+           "check_paths", "unannotate", "recipe_quantizer", "kept_parts"]
 
 #: the ``format`` field of a recipe file
 RECIPE_FORMAT = "etlens-recipe"
+#: the version ``save`` writes (1: ``keep_float`` only; 2: with ``modules`` and ``apply``)
+RECIPE_VERSION = 2
+#: what a listed module may keep in float, in the order ``keeps_float`` lists them
+KEPT = ("weights", "input", "output")
 
 
 @dataclass
 class Recipe:
-    """Modules to keep in float (``keep_float``), the backend it was made for, and free-form ``notes``."""
+    """Modules to keep in float (``keep_float``: all of them), the backend it was made for, per-module
+    details (``modules``: path, role, keeps_float, why), and free-form ``notes``."""
 
     keep_float: list[str] = field(default_factory=list)
     backend: str | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    modules: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": RECIPE_FORMAT, "version": 1, "backend": self.backend, "keep_float": list(self.keep_float),
+        from .recipe_apply import how_to_apply
+
+        how = how_to_apply(self.backend)
+        return {"format": RECIPE_FORMAT, "version": RECIPE_VERSION, "backend": self.backend,
+                "keep_float": list(self.keep_float), "modules": [dict(m) for m in self.modules],
+                "apply": {"quantizer": how["quantizer"], "method": how["method"], "calls": how["calls"]},
                 "notes": self.notes}
 
     def save(self, path: str) -> str:
-        """Write the recipe as JSON to ``path``; return the path."""
+        """Write the recipe as JSON to ``path`` (two-space indent, no NaN); return the path."""
         d = os.path.dirname(os.path.abspath(path))
         os.makedirs(d, exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_json(), f, indent=2)
+            json.dump(self.to_json(), f, indent=2, allow_nan=False)
             f.write("\n")
         return path
 
@@ -88,10 +103,20 @@ class Recipe:
         if not isinstance(keep, list) or not all(isinstance(p, str) for p in keep):
             raise EtlensError(f"{source}: 'keep_float' must be a list of module paths (strings, as "
                               "model.named_modules() names them), e.g. [\"layers.3\"]")
+        modules = doc.get("modules") or []
+        if not isinstance(modules, list) or not all(isinstance(m, dict) and isinstance(m.get("path"), str)
+                                                    for m in modules):
+            raise EtlensError(f"{source}: 'modules' must be a list of objects with a 'path' (the module), "
+                              "'keeps_float' and 'why'")
+        keep = [p.strip() for p in keep if p.strip()]
+        missing = [m["path"] for m in modules if m["path"] not in keep]
+        if missing:
+            raise EtlensError(f"{source}: 'modules' describes {', '.join(missing)}, which 'keep_float' does not "
+                              "list (keep_float holds every module the recipe keeps in float)")
         notes = doc.get("notes") or {}
         backend = doc.get("backend")
-        return cls(keep_float=[p.strip() for p in keep if p.strip()], backend=backend if isinstance(backend, str)
-                   else None, notes=notes if isinstance(notes, dict) else {})
+        return cls(keep_float=keep, backend=backend if isinstance(backend, str) else None,
+                   notes=notes if isinstance(notes, dict) else {}, modules=[dict(m) for m in modules])
 
     @classmethod
     def load(cls, path: str) -> Recipe:
@@ -152,8 +177,11 @@ def _shares_with(spec: Any, kept: set[Any]) -> bool:
 
 def unannotate(gm: Any, keep: Iterable[str]) -> int:
     """Remove the quantization annotations of every node under a ``keep`` module (with its fused
-    tail), the specs that share with those nodes, and the input specs of their consumers (see the
-    module docstring); return how many nodes were left in float."""
+    tail) and the specs that share with those nodes; return how many nodes were left in float.
+
+    This is a plain module filter applied after the quantizer's own ``annotate`` (for quantizers
+    that have none): a consumer outside ``keep`` still quantizes the kept module's output at its
+    own input. A recipe that needs that edge float lists the consumer too (``etlens fix`` does)."""
     keep = list(keep)
     kept: set[Any] = set()
     for node in gm.graph.nodes:
@@ -164,7 +192,7 @@ def unannotate(gm: Any, keep: Iterable[str]) -> int:
         return 0
     # the tail of a kept node's fused pattern (linear → relu annotated as one: the relu carries the
     # pattern's output quantization and takes its input unquantized) belongs to the kept node, even
-    # when it comes from another module (a shared ``self.act``)
+    # when it comes from another module (a shared ``self.act``); a module filter skips the whole pattern
     grew = True
     while grew:
         grew = False
@@ -175,24 +203,10 @@ def unannotate(gm: Any, keep: Iterable[str]) -> int:
                 node.meta.pop("quantization_annotation")
                 kept.add(node)
                 grew = True
-    # what the kept nodes feed through ops the quantizer leaves in float anyway (a GELU, a view on
-    # XNNPACK) is still the kept module's float output
-    region = set(kept)
-    for node in gm.graph.nodes:
-        if (node.op == "call_function" and node not in region and node.meta.get("quantization_annotation") is None
-                and any(a in region for a in node.all_input_nodes)):
-            region.add(node)
     for node in gm.graph.nodes:
         ann = node.meta.get("quantization_annotation")
         if ann is None:
             continue
-        if any(inp in region for inp in ann.input_qspec_map):
-            # a consumer re-quantizing a kept node's output at its own input would bring the error
-            # back (an activation outlier crushed there instead of at the producer): the edge stays
-            # float, and so do the consumer's other inputs (its weights): XNNPACK cannot run a float
-            # activation against int8 weights (the runtime refuses it: unsupported parameter). Its
-            # output quantization stays: what follows it is int8 again.
-            ann.input_qspec_map.clear()
         for inp in list(ann.input_qspec_map):
             if _shares_with(ann.input_qspec_map[inp], kept):
                 del ann.input_qspec_map[inp]
@@ -266,10 +280,82 @@ def check_paths(model: Any, keep_float: Iterable[str], *, source: str = "recipe"
     return keep
 
 
+def recipe_quantizer(backend: Any, keep_float: Iterable[str], *, exported: Any = None) -> Any:
+    """The backend's quantizer with ``keep_float`` applied the way the recipe file's ``apply`` calls
+    say (:data:`etlens.builder.recipe_apply.HOW_TO_APPLY`): what ``etlens fix`` simulates and lowers,
+    and what a user's own script gets. A backend with no entry there gets :func:`keep_float_quantizer`.
+
+    Args:
+        backend: a build name or :class:`~etlens.builder.backends.BackendConfig` with a quantizer.
+        keep_float: module paths (``model.named_modules()`` names).
+        exported: the ``ExportedProgram`` the model is quantized from (the ``discard_nodes`` method
+            names the nodes of its ``module()``).
+    """
+    from .backends import get_backend
+    from .recipe_apply import how_to_apply, quantize_node_filter
+
+    cfg = get_backend(backend)
+    keep = [_normal(k) for k in keep_float if k]
+    if cfg.quantizer_factory is None:
+        raise EtlensError(f"backend {cfg.name!r} has no quantizer: there is nothing to keep in float")
+    quantizer = cfg.quantizer_factory()
+    if not keep:
+        return quantizer
+    method = how_to_apply(cfg.name)["method"]
+    if method == "filter" and hasattr(quantizer, "set_filter_function"):
+        quantizer.set_filter_function(quantize_node_filter(keep))
+    elif method == "module_name_none" and hasattr(quantizer, "set_module_name"):
+        for path in keep:
+            quantizer.set_module_name(path, None)
+    elif method == "discard_nodes" and hasattr(quantizer, "add_discard_nodes") and exported is not None:
+        from .quantize import module_for_pt2e
+
+        quantize_node = quantize_node_filter(keep)
+        quantizer.add_discard_nodes([n.name for n in module_for_pt2e(exported).graph.nodes if not quantize_node(n)])
+    else:
+        return keep_float_quantizer(quantizer, keep)
+    quantizer.keep_float = keep  # what the report's "built with a recipe" line reads
+    return quantizer
+
+
+def kept_parts(quantized: Any, model: Any, path: str) -> list[str]:
+    """What module ``path`` keeps in float in the pt2e-converted ``quantized`` graph: ``weights`` (its
+    parameters reach its ops without a dequantize), ``input`` (no activation input arrives through a
+    dequantize: no int8 rounding before it), ``output`` (no user outside it quantizes what it produces);
+    in :data:`KEPT` order."""
+    nodes = [n for n in quantized.graph.nodes if n.op == "call_function" and node_under(n, [path])
+             and not _is_qdq(n)]
+    if not nodes:
+        return []
+    inside = set(nodes)
+    out: list[str] = []
+    try:
+        has_weights = any(True for _ in model.get_submodule(path).parameters())
+    except AttributeError:
+        has_weights = False
+    weights_q = any(_is_qdq(a) and any(b.op == "get_attr" for b in a.all_input_nodes)
+                    for n in nodes for a in n.all_input_nodes)
+    if has_weights and not weights_q:
+        out.append("weights")
+    acts = [a for n in nodes for a in n.all_input_nodes if a not in inside and a.op != "get_attr"]
+    if not any(_is_qdq(a) and not any(b.op == "get_attr" for b in a.all_input_nodes) for a in acts):
+        out.append("input")
+    users = [u for n in nodes for u in n.users if u not in inside]
+    if not any(_is_qdq(u) for u in users):
+        out.append("output")
+    return out
+
+
+def _is_qdq(node: Any) -> bool:
+    target = str(getattr(node, "target", ""))
+    return node.op == "call_function" and ("quantize_per_" in target or "dequantize_per_" in target
+                                           or "choose_qparams" in target)
+
+
 def apply_recipe(session: Any, recipe: Recipe | str | Iterable[str], *, name: str | None = None) -> Any:
     """A variant of ``session`` (a :class:`~etlens.builder.session.BuildSession`) quantized with ``recipe``:
-    its ``keep_float`` modules in float, the rest as the backend quantizes. Close it when done (the
-    session's worker child keeps running).
+    its ``keep_float`` modules in float (applied as the recipe's ``apply`` calls do), the rest as the
+    backend quantizes. Close it when done (the session's worker child keeps running).
 
     ``recipe``: a :class:`Recipe`, a recipe file path, or a list of module paths.
     """
@@ -278,5 +364,5 @@ def apply_recipe(session: Any, recipe: Recipe | str | Iterable[str], *, name: st
     elif not isinstance(recipe, Recipe):
         recipe = Recipe(keep_float=list(recipe))
     keep = check_paths(session.model, recipe.keep_float)
-    quantizer = keep_float_quantizer(session.config, keep)
+    quantizer = recipe_quantizer(session.config, keep, exported=session.exported)
     return session.variant(quantizer=quantizer, name=name or session.name)

@@ -1,9 +1,11 @@
 """``etlens fix --model FILE.py:build --quantize``: which modules to keep in float, verified by re-lowering.
 
 Ranks the quantized ops by the error each one introduces on its own (not the error it inherits),
-simulates keep-in-float sets in PyTorch, lowers and runs the few worth verifying (at most
-``--max-lowerings``), and writes the chosen recipe (``--recipe-out``), which
-``etlens report --model … --quantize --recipe FILE`` applies.
+simulates keep-in-float sets in PyTorch (each culprit set alone and with the consumers that would
+quantize its output again), lowers and runs the few worth verifying (at most ``--max-lowerings``),
+and writes the chosen recipe (``--recipe-out``): every module it keeps in float, what stays float and
+why, and the toolchain quantizer's calls that apply it. ``etlens report --model … --quantize --recipe
+FILE`` applies it too. Every file goes through :mod:`etlens.cli.emit` (one JSON style).
 """
 
 from __future__ import annotations
@@ -79,9 +81,9 @@ def run(args) -> int:
             res = fix_model(session, args.work_dir or tmp, target_snr=args.target_snr, max_float=args.max_float,
                             max_lowerings=args.max_lowerings, runs=args.runs, on_progress=progress)
     if args.recipe_out:
-        res.recipe.save(args.recipe_out)
+        _write_json(args.recipe_out, res.recipe.to_json())
     if args.overlay_out:
-        _write_overlay(args.overlay_out, res.culprits)
+        _write_json(args.overlay_out, _overlay(res.culprits))
     doc = res.to_json()
     rows = [{**c.to_json(), "keep_float": _keep(c) or "(none: all int8)"} for c in res.candidates]
     emit(args, doc=doc, rows=rows, columns=_COLUMNS, text=lambda: _text(res))
@@ -100,17 +102,22 @@ def _keep(c) -> str:
     return (f"every {c.op_type}: " if getattr(c, "op_type", None) else "") + " ".join(c.keep_float)
 
 
-def _write_overlay(path: str, culprits) -> None:
+def _overlay(culprits) -> dict:
     """``{node: introduced}`` for every node of every quantized cluster (Model Explorer node data)."""
-    import json
     import math
+
+    return {n: c.introduced for c in culprits for n in c.nodes if math.isfinite(c.introduced)}
+
+
+def _write_json(path: str, doc) -> None:
+    """``doc`` to ``path`` in the command line's one JSON style (:func:`etlens.cli.emit.render`)."""
     import os
 
-    values = {n: c.introduced for c in culprits for n in c.nodes if math.isfinite(c.introduced)}
+    from ._common import write_text
+    from .emit import render
+
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(values, f, indent=1)
-        f.write("\n")
+    write_text(render("json", doc=doc) + "\n", path)
 
 
 def _text(res) -> str:
@@ -127,6 +134,14 @@ def _text(res) -> str:
                                      _r(c.latency_ms, 4), c.pte_bytes, c.arena_bytes, "*" if c.pareto else "",
                                      "<-" if c.chosen else ""] for c in res.candidates], "table"))
     lines.append(f"recipe: keep_float = {res.recipe.keep_float}")
+    for m in res.recipe.modules:
+        keeps = ", ".join(m.get("keeps_float") or []) or "nothing"
+        lines.append(f"  {m['path']} ({m.get('role')}): float {keeps}: {m.get('why')}")
+    if res.recipe.keep_float:
+        from ..builder.recipe_apply import how_to_apply
+
+        lines.append(f"apply it with {how_to_apply(res.backend)['quantizer']} (the recipe's 'apply' block; "
+                     "docs/fix.md)")
     return "\n".join(lines)
 
 

@@ -2,20 +2,24 @@
 
 1. **Rank.** Each quantized cluster's introduced error (its own error alone, measured at the model
    output; :func:`~etlens.analysis.numerics.introduced.introduced_errors`) orders the modules.
-2. **Simulate.** Candidates keep the top-1, top-2 … ranked modules in float (up to the budget:
-   ``max_float``, default two modules or 5% of the quantized modules, whichever is more), and one
+2. **Simulate.** Candidates keep the top-1, top-2 … ranked modules in float, each alone and with
+   its *consumers* (the modules that would quantize the kept output again at their input:
+   :func:`~etlens.analysis.fix.consumers.find_consumers`; an activation culprit needs them), and one
    op-type set (:func:`type_candidate`: every module of the type whose modules introduce the most
-   error together; chosen only within the budget, else reported in the notes). Each is
-   pt2e-quantized with :func:`~etlens.builder.recipe.keep_float_quantizer` and run in PyTorch (the
-   fake-quantized QDQ graph): seconds, no lowering.
+   error together). The budget (``max_float``, default two modules or 5% of the quantized modules,
+   whichever is more) counts every listed module, consumers included; a set over it is reported
+   in the notes, never chosen. Each set is pt2e-quantized with the recipe's own quantizer
+   (:func:`~etlens.builder.recipe.recipe_quantizer`: the toolchain's module filter, as a user
+   applies the file) and run in PyTorch (the fake-quantized QDQ graph): seconds, no lowering.
 3. **Choose.** With ``target_snr``: the smallest set whose simulated output SNR reaches it (else the
    best one). Without: the smallest set that removes at least 95% of the error the best set within
    the budget removes (more modules in float cost latency and bytes for nothing).
-4. **Verify.** The fully quantized model and the chosen set (plus the smaller sets, while the
-   lowering budget lasts: at most ``max_lowerings``, 5 by default) are re-lowered and run in the
+4. **Write, then verify.** The recipe file (``out_dir/recipe.json``: every kept module with what
+   stays float and why, and the toolchain's calls to apply it) is written first; the fully quantized
+   model and the set the file lists (plus the smaller sets, while the lowering budget lasts: at
+   most ``max_lowerings``, 5 by default) are re-lowered with the same quantizer and run in the
    session's warm worker child: output SNR / MSE vs the float model, latency from the ETDump,
-   ``.pte`` bytes, planned arena bytes. If the chosen set misses the target on the device while a
-   bigger simulated set would reach it, that set is lowered too (budget permitting).
+   ``.pte`` bytes, planned arena bytes. What it reports is what a user applying the file gets.
 
 Example::
 
@@ -36,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ...errors import EtlensError
+from .consumers import annotated_module, describe_modules, find_consumers
 
 __all__ = ["Candidate", "FixResult", "fix_model", "default_budget", "output_error", "type_candidate"]
 
@@ -44,9 +49,12 @@ __all__ = ["Candidate", "FixResult", "fix_model", "default_budget", "output_erro
 class Candidate:
     """One keep-in-float set: simulated and (when lowered) measured on the runtime."""
 
+    #: every module the set keeps in float (culprits and consumers): the budget counts them all
     keep_float: list[str]
     #: the module type when the set is "every quantized module of this type" (else ``None``)
     op_type: str | None = None
+    #: ``{consumer: kept module whose output it takes}``: the listed modules kept because their input stays float
+    consumers: dict[str, str] = field(default_factory=dict)
     simulated_snr_db: float | None = None
     simulated_mse: float | None = None
     lowered: bool = False
@@ -60,7 +68,7 @@ class Candidate:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = dict(self.__dict__)
+        out = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
         for k, v in out.items():
             if isinstance(v, float) and not math.isfinite(v):
                 out[k] = None  # JSON has no infinity: an exact result reads null
@@ -144,7 +152,8 @@ def _arena_bytes(pte: str) -> int | None:
 
 
 def fix_model(session: Any, out_dir: str, *, target_snr: float | None = None, max_float: int | None = None,
-              max_lowerings: int = 5, runs: int = 3, on_progress: Callable[[str], Any] | None = None) -> FixResult:
+              max_lowerings: int = 5, runs: int = 3, on_progress: Callable[[str], Any] | None = None,
+              verify: bool = True) -> FixResult:
     """Find the smallest keep-in-float recipe for ``session``'s model (see the module docstring).
 
     Args:
@@ -154,6 +163,7 @@ def fix_model(session: Any, out_dir: str, *, target_snr: float | None = None, ma
         max_float: the most modules kept in float (default :func:`default_budget`).
         max_lowerings: the most lowerings (the fully quantized build included).
         runs: runtime runs per lowered candidate (latency is their mean).
+        verify: lower and run (``False``: rank, simulate and write the recipe only; no candidate is lowered).
 
     Raises:
         EtlensError: the model has no quantized op (nothing to keep in float), or the backend's
@@ -161,15 +171,14 @@ def fix_model(session: Any, out_dir: str, *, target_snr: float | None = None, ma
     """
     import torch
 
-    from ...builder.quantize import quantize_pt2e
-    from ...builder.recipe import Recipe, keep_float_quantizer
+    from ...builder.recipe import Recipe
     from ..numerics.introduced import introduced_errors
 
     say = on_progress or (lambda _m: None)
     if not session.quantize:
         raise EtlensError("etlens fix needs a quantized build: give --quantize (it keeps modules of the int8 "
                           "model in float)")
-    if max_lowerings < 2:
+    if verify and max_lowerings < 2:
         raise EtlensError("--max-lowerings must be at least 2 (the int8 build and one candidate)")
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -196,52 +205,51 @@ def fix_model(session: Any, out_dir: str, *, target_snr: float | None = None, ma
         ref = float_gm(*inputs)
         base_snr, base_mse = output_error(quant_gm(*inputs), ref)
 
-    # -- simulate: top-k modules in float, in PyTorch (the QDQ graph) ------------------------------
+    # -- simulate: top-k culprits in float, with and without their consumers, in PyTorch (the QDQ graph) --
     t1 = time.perf_counter()
-    simulated_extra: Candidate | None = None  # an op-type set over the budget: shown, never chosen
+    notes: list[str] = []
+    over: list[Candidate] = []  # sets over the budget: shown in the notes, never chosen
+    sim = _Simulator(session, inputs, ref, backend)
     simulated = [Candidate(keep_float=[], simulated_snr_db=base_snr, simulated_mse=base_mse)]
     for k in range(1, min(budget, 8) + 1):
         keep = ranked[:k]
-        say(f"simulate: keep {', '.join(keep)} in float")
-        try:
-            q = quantize_pt2e(session.model, inputs, session.config, calibration=session.calibration,
-                              exported=session.exported, quantizer=keep_float_quantizer(session.config, keep))
-        except Exception as exc:  # noqa: BLE001 - the backend's quantizer refused a partial annotation
-            why = str(exc).splitlines()[0] if str(exc) else ""
-            raise EtlensError(f"this model cannot be partly quantized on {backend}: keeping {keep[-1]!r} in float "
-                              f"failed in the quantizer ({type(exc).__name__}: {why})") from exc
-        with torch.no_grad():
-            snr, mse = output_error(q(*inputs), ref)
-        simulated.append(Candidate(keep_float=keep, simulated_snr_db=snr, simulated_mse=mse))
-        if target_snr is not None and snr >= target_snr:
+        for cand in sim.variants(keep, say, budget=budget):
+            (simulated if len(cand.keep_float) <= budget else over).append(cand)
+        if target_snr is not None and any((c.simulated_snr_db or -math.inf) >= target_snr for c in simulated[1:]):
             break
     typed = type_candidate(rows, ranked)
     if typed is not None and not any(set(c.keep_float) == set(typed.keep_float) for c in simulated):
-        say(f"simulate: every {typed.op_type} in float ({len(typed.keep_float)} modules)")
         try:
-            q = quantize_pt2e(session.model, inputs, session.config, calibration=session.calibration,
-                              exported=session.exported, quantizer=keep_float_quantizer(session.config,
-                                                                                         typed.keep_float))
-            with torch.no_grad():
-                typed.simulated_snr_db, typed.simulated_mse = output_error(q(*inputs), ref)
-            if len(typed.keep_float) <= budget:
-                simulated.append(typed)
-            else:
-                simulated_extra = typed
-        except Exception:  # noqa: BLE001 - an extra candidate: the per-module ones stand
-            typed = None
+            for cand in sim.variants(typed.keep_float, say, op_type=typed.op_type):
+                (simulated if len(cand.keep_float) <= budget else over).append(cand)
+        except EtlensError:
+            pass  # an extra candidate: the per-module ones stand
     seconds["simulate"] = time.perf_counter() - t1
     chosen = _choose(simulated, target_snr)
-    notes: list[str] = []
     if target_snr is not None and (chosen.simulated_snr_db or -math.inf) < target_snr:
         notes.append(f"no set of at most {budget} module(s) reaches {target_snr:g} dB (simulated); the best one is "
                      f"chosen ({_fmt_db(chosen.simulated_snr_db)}); raise --max-float to try more")
+    best_over = max(over, key=lambda c: c.simulated_snr_db or -math.inf, default=None)
+    if best_over is not None and (best_over.simulated_snr_db or -math.inf) > (chosen.simulated_snr_db or -math.inf):
+        what = f"every {best_over.op_type} " if best_over.op_type else ""
+        notes.append(f"keeping {what}{', '.join(best_over.keep_float)} in float ({len(best_over.keep_float)} modules, "
+                     f"over the budget of {budget}) simulates at {_fmt_db(best_over.simulated_snr_db)}")
 
-    # -- verify: lower + run the int8 build, the chosen set, then smaller sets while the budget lasts ---
+    # -- the recipe file, written before anything is lowered: verification lowers what it says ------
+    recipe = Recipe(keep_float=list(chosen.keep_float), backend=backend,
+                    notes={"simulated_snr_db": chosen.simulated_snr_db, "int8_snr_db": base_snr,
+                           "target_snr_db": target_snr, "budget": budget})
+    if chosen.keep_float:
+        graph = sim.graphs[tuple(chosen.keep_float)]
+        recipe.modules = describe_modules(chosen.keep_float, chosen.consumers, rows, graph, session.model, backend)
+    recipe_path = os.path.join(out_dir, "recipe.json")
+    recipe.save(recipe_path)
+
+    # -- verify: lower + run the int8 build, the recipe file, then smaller sets while the budget lasts --
     t2 = time.perf_counter()
     order = [simulated[0], chosen]
     order += [c for c in simulated[1:] if c is not chosen and len(c.keep_float) < len(chosen.keep_float)]
-    order = order[:max_lowerings]
+    order = order[:max_lowerings] if verify else []
     lowered: list[Candidate] = []
     lowerings = 0
     for cand in order:
@@ -249,23 +257,71 @@ def fix_model(session: Any, out_dir: str, *, target_snr: float | None = None, ma
             continue
         what = ", ".join(cand.keep_float) + " in float" if cand.keep_float else "int8, nothing in float"
         say(f"lower + run: {what}")
-        lowerings += _measure(session, cand, out_dir, ref, runs, len(lowered))
+        keep = Recipe.load(recipe_path).keep_float if cand is chosen else cand.keep_float
+        lowerings += _measure(session, cand, keep, out_dir, ref, runs, len(lowered))
         lowered.append(cand)
     seconds["verify"] = time.perf_counter() - t2
     chosen.chosen = True
     _pareto(lowered)
     lowered.sort(key=lambda c: len(c.keep_float))
-    recipe = Recipe(keep_float=list(chosen.keep_float), backend=backend,
-                    notes={"snr_db": chosen.snr_db, "simulated_snr_db": chosen.simulated_snr_db,
-                           "target_snr_db": target_snr})
+    recipe.notes = {"snr_db": chosen.snr_db, **recipe.notes}
+    recipe.save(recipe_path)
     seconds["total"] = time.perf_counter() - t0
-    if simulated_extra is not None:
-        notes.append(f"keeping every {simulated_extra.op_type} in float ({len(simulated_extra.keep_float)} modules, "
-                     f"over the budget of {budget}) simulates at {_fmt_db(simulated_extra.simulated_snr_db)}")
-    return FixResult(culprits=rows, candidates=lowered, simulated=simulated + ([simulated_extra] if simulated_extra
-                                                                             else []), recipe=recipe, budget=budget,
+    return FixResult(culprits=rows, candidates=lowered, simulated=simulated + over, recipe=recipe, budget=budget,
                      quantized_modules=n_modules, target_snr_db=target_snr, lowerings=lowerings, seconds=seconds,
                      notes=notes, backend=backend)
+
+
+class _Simulator:
+    """Simulates keep-float sets in PyTorch with the recipe's own quantizer; remembers each converted graph."""
+
+    def __init__(self, session: Any, inputs: tuple, ref: Any, backend: str) -> None:
+        self.session, self.inputs, self.ref, self.backend = session, inputs, ref, backend
+        self.graphs: dict[tuple[str, ...], Any] = {}
+        self.done: set[tuple[str, ...]] = set()
+
+    def run(self, keep: list[str], say: Callable[[str], Any], **kw: Any) -> Candidate | None:
+        import torch
+
+        from ...builder.quantize import quantize_pt2e
+        from ...builder.recipe import recipe_quantizer
+
+        key = tuple(keep)
+        if key in self.done:
+            return None
+        self.done.add(key)
+        s = self.session
+        say(f"simulate: keep {', '.join(keep)} in float")
+        try:
+            q = quantize_pt2e(s.model, self.inputs, s.config, calibration=s.calibration, exported=s.exported,
+                              quantizer=recipe_quantizer(s.config, keep, exported=s.exported))
+        except Exception as exc:  # noqa: BLE001 - the backend's quantizer refused a partial annotation
+            why = str(exc).splitlines()[0] if str(exc) else ""
+            raise EtlensError(f"this model cannot be partly quantized on {self.backend}: keeping {keep[-1]!r} in "
+                              f"float failed in the quantizer ({type(exc).__name__}: {why})") from exc
+        with torch.no_grad():
+            snr, mse = output_error(q(*self.inputs), self.ref)
+        self.graphs[key] = q
+        return Candidate(keep_float=list(keep), simulated_snr_db=snr, simulated_mse=mse, **kw)
+
+    def variants(self, keep: list[str], say: Callable[[str], Any], op_type: str | None = None,
+                 budget: int | None = None) -> list[Candidate]:
+        """``keep`` alone, and ``keep`` with the consumers that would re-quantize its output (not
+        simulated when that is over ``budget``)."""
+        from ...builder.recipe import recipe_quantizer
+
+        s = self.session
+        out = [c for c in [self.run(keep, say, op_type=op_type)] if c is not None]
+        try:
+            gm = annotated_module(s.exported, recipe_quantizer(s.config, keep, exported=s.exported))
+            consumers = find_consumers(gm, keep, s.model)
+        except Exception:  # noqa: BLE001 - without consumers the plain set stands
+            consumers = {}
+        if consumers and (budget is None or len(keep) + len(consumers) <= budget):
+            cand = self.run(list(keep) + list(consumers), say, op_type=op_type, consumers=consumers)
+            if cand is not None:
+                out.append(cand)
+        return out
 
 
 def type_candidate(rows: list[Any], ranked: list[str]) -> Candidate | None:
@@ -293,6 +349,9 @@ def _fmt_db(v: float | None) -> str:
 
 
 def _choose(sims: list[Candidate], target: float | None) -> Candidate:
+    """With ``target``: the smallest set reaching it (else the best); without: the smallest set removing
+    95% of what the best set removes. Smallest counts every listed module (consumers too)."""
+    sims = [sims[0]] + sorted(sims[1:], key=lambda c: len(c.keep_float))
     if target is not None:
         for c in sims:
             if (c.simulated_snr_db or -math.inf) >= target:
@@ -309,14 +368,15 @@ def _choose(sims: list[Candidate], target: float | None) -> Candidate:
     return sims[-1]
 
 
-def _measure(session: Any, cand: Candidate, out_dir: str, ref: Any, runs: int, index: int) -> int:
-    """Lower and run ``cand`` in the session's child; fill its measured columns. Returns lowerings made."""
-    from ...builder.recipe import keep_float_quantizer
+def _measure(session: Any, cand: Candidate, keep: list[str], out_dir: str, ref: Any, runs: int, index: int) -> int:
+    """Lower and run ``keep`` (``cand``'s set, or what the recipe file says) in the session's child with
+    the recipe's own quantizer; fill ``cand``'s measured columns. Returns lowerings made."""
+    from ...builder.recipe import recipe_quantizer
 
-    sub = os.path.join(out_dir, f"candidate{index}" if cand.keep_float else "int8")
+    sub = os.path.join(out_dir, f"candidate{index}" if keep else "int8")
     os.makedirs(sub, exist_ok=True)
-    v = session if not cand.keep_float else session.variant(
-        quantizer=keep_float_quantizer(session.config, cand.keep_float), name=session.name)
+    v = session if not keep else session.variant(
+        quantizer=recipe_quantizer(session.config, keep, exported=session.exported), name=session.name)
     try:
         arts = v.lower(sub)
         etdp = os.path.join(sub, session.name + ".etdp")
