@@ -39,8 +39,8 @@ HAS_EXECUTORCH = _has_executorch()
 requires_executorch = pytest.mark.skipif(not HAS_EXECUTORCH, reason="needs the executorch extra")
 
 
-def build_once(prefix: str, script: Path, extra: tuple[Path, ...] = ()) -> Path:
-    """Run ``python SCRIPT OUT`` once per content of ``script`` + ``extra``; return ``OUT``.
+def build_once(prefix: str, script: Path, extra: tuple[Path, ...] = (), args: tuple[str, ...] = ()) -> Path:
+    """Run ``python SCRIPT OUT [ARGS]`` once per content of ``script`` + ``extra`` (+ ``args``); return ``OUT``.
 
     ``OUT`` is ``$ETLENS_FIXTURE_CACHE/<prefix>-<sha256 of the sources, 12 hex>``; a file lock makes
     parallel test workers wait for the one that builds, and a ``done`` marker makes later test runs
@@ -52,13 +52,15 @@ def build_once(prefix: str, script: Path, extra: tuple[Path, ...] = ()) -> Path:
     h = hashlib.sha256()
     for p in (script, *extra):
         h.update(p.read_bytes())
+    h.update("\0".join(args).encode())
     out = CACHE / f"{prefix}-{h.hexdigest()[:12]}"
     out.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out / ".lock")):
         if not (out / "done").exists():
             env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT),
                                                                  os.environ.get("PYTHONPATH", "")])}
-            proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, env=env)
+            proc = subprocess.run([sys.executable, str(script), str(out), *args], capture_output=True, text=True,
+                                  env=env)
             if proc.returncode != 0:
                 raise RuntimeError(f"{script.name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
             (out / "done").write_text("ok")
@@ -68,8 +70,7 @@ def build_once(prefix: str, script: Path, extra: tuple[Path, ...] = ()) -> Path:
 def _source_key() -> str:
     h = hashlib.sha256()
     src = ROOT / "src" / "etlens"
-    for p in (GENERATOR, src / "builder" / "demos.py", src / "builder" / "pipeline.py",
-              src / "builder" / "toolchain.py", src / "builder" / "lower.py"):
+    for p in (GENERATOR, *(src / "builder" / f for f in ("demos.py", "pipeline.py", "toolchain.py", "lower.py"))):
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
 

@@ -17,7 +17,8 @@ import pytest
 
 from tests.llm_diff.reference import token_stats
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llm_diff")]
+#: the cases on the fp32 build alone (llm_diff_fp32) are the fast tier; the rest need the whole corpus (slow)
+pytestmark = [pytest.mark.xdist_group("llm_diff")]
 
 _RUNS: dict = {}
 
@@ -68,9 +69,9 @@ def _kv_means(doc: dict) -> tuple[list[float], list[float]]:
     return kv["k_mean"], kv["v_mean"]
 
 
-def test_identical_builds_kld_zero_top1_all(llm_diff_corpus, tmp_path):
+def test_identical_builds_kld_zero_top1_all(llm_diff_fp32, tmp_path):
     # the strictest gates pass on identical builds (exit 0): one run checks both
-    r = _diff(llm_diff_corpus, "fp32", "fp32", "--fail-on-kld", "0", "--fail-on-top1", "1", out_dir=tmp_path)
+    r = _diff(llm_diff_fp32, "fp32", "fp32", "--fail-on-kld", "0", "--fail-on-top1", "1", out_dir=tmp_path)
     assert r["rc"] == 0, r["stderr"]
     s = r["doc"]["summary"]
     assert s["kld_mean"] == 0 and s["kld_max"] == 0 and s["top1_agreement"] == 1.0
@@ -78,6 +79,7 @@ def test_identical_builds_kld_zero_top1_all(llm_diff_corpus, tmp_path):
     assert len(r["doc"]["positions"]) == 64 and all(p["kld"] == 0 and p["top1_same"] for p in r["doc"]["positions"])
 
 
+@pytest.mark.slow
 def test_two_4layer_builds_64_tokens_within_budget(llm_diff_corpus, tmp_path):
     r = _diff(llm_diff_corpus, "fp32", "q8", out_dir=tmp_path)
     assert r["rc"] == 0, r["stderr"]
@@ -86,6 +88,7 @@ def test_two_4layer_builds_64_tokens_within_budget(llm_diff_corpus, tmp_path):
     assert r["cpu"] <= 60
 
 
+@pytest.mark.slow
 def test_fp32_vs_8da4w_statistics_match_a_token_by_token_run(llm_diff_corpus, tmp_path, tmp_path_factory):
     r = _diff(llm_diff_corpus, "fp32", "q8", out_dir=tmp_path)
     assert r["rc"] == 0, r["stderr"]
@@ -98,6 +101,7 @@ def test_fp32_vs_8da4w_statistics_match_a_token_by_token_run(llm_diff_corpus, tm
     assert s["kld_max"] == pytest.approx(ref["kld_max"], rel=0.05)
 
 
+@pytest.mark.slow
 def test_fp32_vs_8da4w_kv_caches_carry_quantization_noise_in_every_layer(llm_diff_corpus, tmp_path):
     r = _diff(llm_diff_corpus, "fp32", "q8", out_dir=tmp_path)
     k, v = _kv_means(r["doc"])
@@ -106,13 +110,16 @@ def test_fp32_vs_8da4w_kv_caches_carry_quantization_noise_in_every_layer(llm_dif
     assert all(0.01 < e < 0.3 for e in k + v), (k, v)
     assert r["doc"]["kv_cache"]["first_nonzero"] == {"layer": 0, "cache": "k", "position": 0}
 
+
 PLANTED = [("fp32", "fp32_fault1"), ("q8", "q8_fault0"), ("fp32", "q8_fault0")]
 
 
-@pytest.mark.parametrize("base,new", PLANTED)
-def test_planted_layer_is_the_first_divergent(llm_diff_corpus, tmp_path, base, new):
-    fault = llm_diff_corpus.cases[new].fault
-    r = _diff(llm_diff_corpus, base, new, *GEN, out_dir=tmp_path)
+@pytest.mark.parametrize("base,new", [pytest.param(b, n, marks=[] if b == n[:len(b)] == "fp32" else pytest.mark.slow)
+                                      for b, n in PLANTED])
+def test_planted_layer_is_the_first_divergent(request, tmp_path, base, new):
+    corpus = request.getfixturevalue("llm_diff_fp32" if new.startswith("fp32") else "llm_diff_corpus")
+    fault = corpus.cases[new].fault
+    r = _diff(corpus, base, new, *GEN, out_dir=tmp_path)
     assert r["rc"] == 0, r["stderr"]
     s = r["doc"]["summary"]
     assert s["first_divergent_layer"] is not None, r["doc"]["layers"]
@@ -120,6 +127,7 @@ def test_planted_layer_is_the_first_divergent(llm_diff_corpus, tmp_path, base, n
     assert s["first_divergent_layer"].startswith(f"layers.{fault['layer']}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("base,new", [p for p in PLANTED if p[0][:2] == p[1][:2]])
 def test_planted_fault_kv_caches_by_position(llm_diff_corpus, tmp_path, base, new):
     """Same-precision pairs: the cached rows below the faulty layer are bit-identical; the faulty layer's own
@@ -139,6 +147,7 @@ def test_planted_fault_kv_caches_by_position(llm_diff_corpus, tmp_path, base, ne
         assert r["doc"]["kv_cache"]["first_nonzero"] is None
 
 
+@pytest.mark.slow
 def test_free_running_greedy_matches_a_plain_decoding_loop(llm_diff_corpus, tmp_path, tmp_path_factory):
     """--generate: each build's 16 greedy tokens are the tests' own pybindings loop's, and the divergence
     point is where those two sequences first differ."""
@@ -155,6 +164,7 @@ def test_free_running_greedy_matches_a_plain_decoding_loop(llm_diff_corpus, tmp_
     assert (g["base"][0], g["new"][0]) == (last["top1_base"], last["top1_new"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("other", ["fp32_static", "fp32_nokv"])
 def test_static_and_no_kv_builds_of_one_model_agree(llm_diff_corpus, tmp_path, other):
     r = _diff(llm_diff_corpus, "fp32", other, *GEN, out_dir=tmp_path)
@@ -171,6 +181,7 @@ def test_static_and_no_kv_builds_of_one_model_agree(llm_diff_corpus, tmp_path, o
     assert g["base"] == g["new"] and len(g["base"]) == 16 and g["first_divergence"] is None
 
 
+@pytest.mark.slow
 def test_build_against_its_float_checkpoint(llm_diff_corpus, tmp_path):
     case = llm_diff_corpus.cases["fp32"]
     r = _diff(llm_diff_corpus, case.checkpoint, "fp32", "--params", case.params_json, *GEN, out_dir=tmp_path)
@@ -186,6 +197,7 @@ def test_build_against_its_float_checkpoint(llm_diff_corpus, tmp_path):
     assert g["base"] == g["new"] and len(g["base"]) == 16  # eager greedy (whole sequence per step) = the build's
 
 
+@pytest.mark.slow
 def test_gates_exit_3(llm_diff_corpus, tmp_path):
     # token statistics are what the gates read: --no-layers keeps this extra run cheap
     r = _diff(llm_diff_corpus, "fp32", "q8", "--fail-on-kld", "0", "--no-layers", out_dir=tmp_path)
@@ -193,9 +205,9 @@ def test_gates_exit_3(llm_diff_corpus, tmp_path):
     assert r["doc"]["summary"]["kld_mean"] > 0 and r["doc"]["kv_cache"] is None
 
 
-def test_not_comparable_is_one_line_and_writes_nothing(llm_diff_corpus, tmp_path):
+def test_not_comparable_is_one_line_and_writes_nothing(llm_diff_fp32, tmp_path):
     other = os.path.join(os.path.dirname(__file__), "..", "data", "mlp_xnnpack.pte")
-    r = _diff(llm_diff_corpus, "fp32", os.path.abspath(other), out_dir=tmp_path)
+    r = _diff(llm_diff_fp32, "fp32", os.path.abspath(other), out_dir=tmp_path)
     assert r["rc"] == 1 and r["doc"] is None and not os.path.exists(r["out"])
     lines = [ln for ln in r["stderr"].splitlines() if ln.strip()]
     assert len(lines) == 1 and "not comparable" in lines[0], r["stderr"]
@@ -203,6 +215,7 @@ def test_not_comparable_is_one_line_and_writes_nothing(llm_diff_corpus, tmp_path
 
 @pytest.mark.parametrize("case,what", [("fp32", "the KV cache's 80 positions"),
                                        ("fp32_nokv", "the 79 tokens the program takes per call")])
+@pytest.mark.slow
 def test_generate_beyond_what_the_build_holds_is_one_line(llm_diff_corpus, tmp_path, case, what):
     """Checked from the .pte before anything runs (get_max_seq_len / the input's length): no child, no output."""
     r = _diff(llm_diff_corpus, case, case, "--generate", "17", out_dir=tmp_path)

@@ -10,19 +10,32 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llm_diff")]
+pytestmark = [pytest.mark.xdist_group("llm_diff")]
 
 
-def test_planted_fp32_layer_named_in_9_of_10_seeds_never_later(llm_diff_corpus):
+@pytest.mark.slow
+def test_planted_fp32_layer_named_in_9_of_10_seeds_never_later(llm_diff_fp32):
+    from tests.llm_diff.conftest import PLANTED_SEEDS
+
+    rows, found = _planted(llm_diff_fp32, range(PLANTED_SEEDS))
+    assert found >= 9, rows
+
+
+def test_planted_fp32_layer_named_for_two_seeds(llm_diff_fp32):
+    """The fast case: seeds 1 and 2 on the real runtime, each named exactly."""
+    rows, found = _planted(llm_diff_fp32, [1, 2])
+    assert found == 2, rows
+
+
+def _planted(llm_diff_corpus, seeds):
     from etlens.analysis.llm_diff.compare import Side, llm_diff, read_tokens
     from etlens.builder.worker import Worker
-    from tests.llm_diff.conftest import PLANTED_SEEDS
 
     c = llm_diff_corpus.cases
     tokens = read_tokens(llm_diff_corpus.tokens)
     found, rows = 0, []
     with Worker(prewarm=["executorch.extension.pybindings.portable_lib"]) as w:
-        for seed in range(PLANTED_SEEDS):
+        for seed in seeds:
             case = c[f"fp32_fault{seed}"]
             res = llm_diff(Side(c["fp32"].pte, etrecord=c["fp32"].etrecord), Side(case.pte, etrecord=case.etrecord),
                            tokens, worker=w)
@@ -35,4 +48,4 @@ def test_planted_fp32_layer_named_in_9_of_10_seeds_never_later(llm_diff_corpus):
             assert all(kv.k_mean[i] == 0 and kv.v_mean[i] == 0 for i in range(f["layer"] + 1)), (rows[-1], kv.k_mean)
             assert (kv.first_nonzero or {}).get("layer") == (f["layer"] + 1 if f["layer"] < 3 else None), rows[-1]
     print("\n".join(f"seed {s}: layers.{layer}.{wt} x{k} -> {named}" for s, layer, wt, k, named in rows))
-    assert found >= 9, rows
+    return rows, found
