@@ -39,6 +39,7 @@ SCHEMAS = [
     ("schema/program.fbs", "program_fbs", None),
     ("devtools/etdump/etdump_schema_flatcc.fbs", "etdump_fbs", None),
     ("backends/xnnpack/serialization/schema.fbs", "schema", "backends/xnnpack"),
+    ("backends/qualcomm/serialization/qc_compiler_spec.fbs", "schema", "backends/qnn"),
     ("devtools/bundled_program/schema/bundled_program_schema.fbs", "bundled_program_fbs", None),
 ]
 

@@ -21,6 +21,9 @@ check etlens against the build. Cases (all SM8650):
 * ``fault_int8``: ``dump_int8`` with conv2's int8 weights negated inside the QNN program only (its
   ETRecord is the clean build's: same graph, same encodings), so the first divergence is conv2.
 
+For the dumps the manifest also holds ExecuTorch's own ``QNNIntermediateDebugger`` per-op MSE
+(``reference_mse``), computed here because it needs the live edge program (tests compare etlens with it).
+
 Simulator cycles are not deterministic: tests check structure, names, mapping and sums, never values.
 """
 
@@ -120,6 +123,25 @@ def _lowered_facts(edge) -> dict:
     return {"cpu_nodes": cpu, "encodings": enc}
 
 
+def _reference(out: Path, manifest: dict, live: dict) -> None:
+    """ExecuTorch's own QNNIntermediateDebugger on each dump (the reference for per-op numerics inside QNN):
+    per-op MSE into the manifest. It needs the live edge program (its layout meta), so it runs here."""
+    import torch
+    from executorch.backends.qualcomm.debugger.qcom_numerical_comparator_sample import QcomMSEComparator
+    from executorch.backends.qualcomm.debugger.qnn_intermediate_debugger import QNNIntermediateDebugger
+
+    for case, record in live.items():
+        inputs = torch.load(out / f"{case}.inputs.pt")
+        dbg = QNNIntermediateDebugger(inputs)
+        dbg.set_etrecord_file_path(str(out / f"{case}.etrecord"))
+        dbg.set_edge_ep(record.graph_map[dbg.reference_graph_name])
+        dbg.setup_inspector(str(out / f"{case}.etdp"), str(out / f"{case}.bin"))
+        df = dbg.inspector.calculate_numeric_gap(distance=dbg.create_comparator(QcomMSEComparator),
+                                                 reference_graph=dbg.reference_graph_name)
+        manifest["cases"][case]["reference_mse"] = {
+            ",".join(map(str, r["runtime_ops"])): float(r["gap"][0]) for _, r in df.iterrows()}
+
+
 def _compile(out: Path) -> dict:
     import torch
     from executorch.backends.qualcomm.serialization.qc_schema import QcomChipset
@@ -140,6 +162,7 @@ def _compile(out: Path) -> dict:
     logging.getLogger().setLevel(logging.WARNING)
     manifest: dict = {"soc": SOC, "htp_arch": "V75", "cases": {}, "fault_node": FAULT_NODE}
     quantized: dict = {}
+    live: dict = {}
 
     def lower(gm, inputs, spec):
         edge = to_edge_transform_and_lower_to_qnn(gm, inputs, spec, generate_etrecord=True)
@@ -169,6 +192,8 @@ def _compile(out: Path) -> dict:
         prog, facts = lower(gm, inputs, spec)
         log = list(reasons.lines)
         record = prog.get_etrecord()
+        if dump:
+            live[case] = record
         if plant:
             prog, _ = lower(_plant(gm), inputs, spec)
         record.update_representative_inputs(inputs)
@@ -183,7 +208,7 @@ def _compile(out: Path) -> dict:
             "partitioner_log": [x for x in log if "|" in x],
             "compile_s": round(time.time() - t0, 2),
         }
-    return manifest
+    return manifest, live
 
 
 def _run(out: Path) -> None:
@@ -219,12 +244,15 @@ def main(argv: list[str]) -> int:
         # the dynamic loader reads LD_LIBRARY_PATH at start: restart with the SDK on it
         return subprocess.run([sys.executable, __file__, str(out)], env=env(root)).returncode
     t0 = time.time()
-    manifest = _compile(out)
+    manifest, live = _compile(out)
     manifest["compile_s"] = round(time.time() - t0, 2)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     t1 = time.time()
     subprocess.run([sys.executable, __file__, "--run", str(out)], check=True)
     manifest["run_s"] = round(time.time() - t1, 2)
+    t2 = time.time()
+    _reference(out, manifest, live)
+    manifest["reference_s"] = round(time.time() - t2, 2)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return 0
 

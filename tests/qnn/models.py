@@ -75,3 +75,9 @@ def cnn_input() -> tuple[torch.Tensor]:
 def block_input() -> tuple[torch.Tensor]:
     g = torch.Generator().manual_seed(2)
     return (torch.randn(1, 8, 32, generator=g),)
+
+
+def build_cnn() -> tuple[torch.nn.Module, tuple[torch.Tensor]]:
+    """``--model tests/qnn/models.py:build_cnn``: the CNN and its input (``report --backend qnn-htp``)."""
+    torch.manual_seed(0)
+    return SmallCnn().eval(), cnn_input()

@@ -87,6 +87,10 @@ def lower_edge(ep: Any, cfg: BackendConfig, *, config: Any = None, transform_pas
     ``config`` ``None``: ExecuTorch's default edge compile config (the production lowering, as
     the report and the fixtures have always built their ``.pte``). Returns the ``EdgeProgramManager``.
     """
+    own = getattr(cfg, "lower_edge", None)
+    if callable(own):  # a backend with its own lowering flow (QNN: its export transforms and manager context)
+        return own(ep, config=config, transform_passes=transform_passes, partitioners=partitioners,
+                   etrecord=etrecord)
     from executorch.exir import to_edge_transform_and_lower
 
     return to_edge_transform_and_lower(ep, transform_passes=transform_passes,

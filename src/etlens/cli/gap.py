@@ -100,6 +100,15 @@ def run(args) -> int:
                 crossing.append(i)
     first = analysis.first_divergence(args.threshold, args.metric, multi_output=multi) if crossing else None
     explain = analysis.explain_unpaired(multi_output=multi) if args.explain else None
+    inside = _inside_rows(args, analysis)  # per-op outputs inside delegates that log them by name (QNN)
+    covered = {n for _, res in inside for n in res.names}
+    if covered:  # their own rows replace the generic pairing of those outputs (raw, NHWC, no encodings)
+        keep = [i for i, r in enumerate(df.itertuples()) if not set(r.runtime_ops) <= covered]
+        crossing = [keep.index(i) for i in crossing if i in keep]
+        df = df.iloc[keep].reset_index(drop=True)
+        first = first if first is None or not set(first.runtime_ops) <= covered else None
+    inside_first = next((res.first_divergence_json() for _, res in inside if res.first_divergence), None)
+    inside_crossing = sum(1 for _, res in inside for r in res.rows if r.crosses) if args.threshold is not None else 0
 
     def doc() -> dict:
         out = {
@@ -112,11 +121,14 @@ def run(args) -> int:
                 "aot_debug_handle": list(r.aot_debug_handle), "aot_ops": list(r.aot_ops),
                 "runtime_ops": list(r.runtime_ops), "runtime_debug_handle": list(r.runtime_debug_handle),
                 "gap": list(r.gap),   # NaN and inf are null (the emitter's NaN policy)
-                "crosses_threshold": i in crossing,
-            } for i, r in enumerate(df.itertuples())],
-            "crossing": len(crossing),
-            "first_divergence": first.to_dict() if first else None,
+                "crosses_threshold": i in crossing, "inside_delegate": False,
+            } for i, r in enumerate(df.itertuples())] + [r.to_json(args.metric) for _, res in inside for r in res.rows],
+            "crossing": len(crossing) + inside_crossing,
+            # the op inside a delegate names the divergence more precisely than the delegate's output
+            "first_divergence": inside_first or (first.to_dict() if first else None),
         }
+        for backend, res in inside:
+            out[f"{backend}_inside"] = {"criterion": res.criterion, "rows": len(res.rows), "unpaired": res.unpaired}
         if explain is not None:
             out["unpaired"] = [{k: v for k, v in rec.items() if k != "stack_trace"}
                                for rec in explain.astype(object).where(explain.notna(), None).to_dict("records")]
@@ -142,6 +154,16 @@ def run(args) -> int:
                 frame = user_frame(first.stack_trace)
                 if frame:
                     lines.append("  at " + frame)
+        for backend, res in inside:
+            lines += ["", f"inside {backend}: {len(res.rows)} per-op outputs ({args.metric}, SNR dB)",
+                      tabulate([[r.node, r.module_path, r.layout, f"{r.gap:.6g}" if r.gap is not None else "",
+                                 f"{r.snr_db:.1f}" if r.snr_db is not None else "", "!" if r.crosses else ""]
+                                for r in res.rows], headers=["node", "module", "layout", args.metric, "SNR dB", ""],
+                               tablefmt="simple")]
+            if res.first_divergence is not None:
+                r = res.first_divergence
+                lines.append(f"first divergence inside {backend}: {r.node} ({r.module_path or 'root'}; "
+                             f"{res.criterion}: SNR {r.snr_db:.1f} dB)")
         if explain is not None and len(explain):
             lines += ["", f"without a row of their own ({len(explain)}):",
                       tabulate([[r.side, r.name, r.reason, r.detail] for r in explain.itertuples()],
@@ -153,6 +175,21 @@ def run(args) -> int:
                 "crosses_threshold"],
                [[i, list(r.aot_ops), list(r.runtime_ops), list(r.aot_debug_handle), list(r.runtime_debug_handle),
                  list(r.gap), i in crossing] for i, r in enumerate(df.itertuples())]))
-    if crossing:
-        return gate_failed(f"{len(crossing)} op group(s) cross --fail-on-gap {args.threshold:g} ({args.metric})")
+    if crossing or inside_crossing:
+        return gate_failed(f"{len(crossing) + inside_crossing} op group(s) cross --fail-on-gap {args.threshold:g} "
+                           f"({args.metric})")
     return EXIT_OK
+
+
+def _inside_rows(args, analysis) -> list:
+    """``[(backend name, result)]`` from every backend whose ``numerics`` hook reads per-op outputs of a dump."""
+    from ..backends import hooks
+
+    out = []
+    for backend, numerics in hooks("numerics"):
+        fn = getattr(numerics, "inside_rows", None)
+        res = fn(analysis, args.etdump, args.debug_buffer, args.etrecord, metric=args.metric,
+                 threshold=args.threshold) if fn is not None else None
+        if res is not None:
+            out.append((backend.name, res))
+    return out

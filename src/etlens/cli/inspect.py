@@ -64,6 +64,11 @@ def _by_node(insp) -> tuple[dict, int, str]:
             f"{s['delegate_internal_ms']:.4f}, of which attributed to nodes {s['attributed_ms']:.4f}"
             + (f" = {100 * frac:.1f}%" if frac is not None else "") + f"; delegate overhead "
             f"{s['delegate_overhead_ms']:.4f}), kernels {s['operator_ms']:.4f}, framework tax {s['framework_ms']:.4f}")
+    if s.get("cycle_events"):  # accelerator cycles (QNN): kept apart from time, never summed into ms
+        cf = s["cycles_attributed_fraction"]
+        line += (f"; accelerator {s['cycles_avg']:.0f} cycles/run in {s['cycle_events']} per-op events, "
+                 + (f"{100 * cf:.1f}% attributed to nodes" if cf is not None else "none attributed")
+                 + " (rows: cycles_avg, estimated_avg_ms from the delegate's own clock)")
 
     def text() -> str:
         from tabulate import tabulate

@@ -27,8 +27,16 @@ def node_frame(attribution: Any, include_units: bool = True):
 
     unit = " (ms)" if include_units else ""
     data: dict[str, list] = {c if c not in ("p10", "p50", "p90", "avg") else c + unit: [] for c in NODE_COLUMNS}
+    cycles = any(r.cycles for r in attribution.rows)
+    if cycles:  # an accelerator that counts cycles (QNN): its own columns, never mixed into the ms ones
+        data["cycles"] = []
+        data["estimated" + unit] = []
     for r in attribution.rows:
         s = r.stats()
+        if cycles:
+            c = r.cycle_stats()
+            data["cycles"].append(c["cycles_avg"])
+            data["estimated" + unit].append(c["estimated_avg_ms"])
         vals = {"node": r.node, "debug_handles": list(r.debug_handles), "op": r.op, "module_path": r.module_path,
                 "source_line": r.source_line, "inside_delegate": r.inside_delegate, "backend": r.backend or None,
                 "backend_ops": list(r.backend_ops) or list(r.events) if r.inside_delegate else list(r.events),

@@ -76,9 +76,9 @@ class QnnHtpConfig(BackendConfig):
             generate_qnn_executorch_compiler_spec,
         )
 
-        return generate_qnn_executorch_compiler_spec(
-            soc_model=getattr(QcomChipset, self.soc), backend_options=generate_htp_compiler_spec(use_fp16=not quantized),
-            profile_level=self.profile_level)
+        options = generate_htp_compiler_spec(use_fp16=not quantized)
+        return generate_qnn_executorch_compiler_spec(soc_model=getattr(QcomChipset, self.soc),
+                                                     backend_options=options, profile_level=self.profile_level)
 
     def lower_edge(self, ep: Any, *, etrecord: bool = False, **_: Any) -> Any:
         """``to_edge_transform_and_lower`` as ``to_edge_transform_and_lower_to_qnn`` does it, on an exported program."""
