@@ -4,8 +4,9 @@ A memory-format change in the model (``x.contiguous(memory_format=torch.channels
 ``.to(memory_format=…)``) becomes a ``_clone_dim_order`` / ``_to_dim_order_copy`` node. Delegates
 that pick their own layout refuse clones that change the dim order, so the copy runs on a portable
 kernel between two delegate calls, and the delegate before it converts its output back to the
-contiguous layout first (an inserted transpose). This rule takes every such copy outside the
-delegates, its time, and the inserted layout events of the delegate calls right next to it.
+contiguous layout first (an inserted transpose). A ``_to_dim_order_copy`` the delegate takes still
+copies every byte inside it. This rule takes every such copy, its time, and the inserted layout
+events of the delegate calls right next to one outside.
 Estimated win: the copy's time plus half of those neighbours' inserted time (one side of each).
 """
 
@@ -55,12 +56,14 @@ def _next_to_delegate(ctx: Any, c: Any) -> bool:
 def check(ctx: Any) -> list[Finding]:
     if not any(e["kind"] == "delegate" for e in ctx.timeline):
         return []  # nothing delegated: a permute of a portable linear is its own business
-    copies = [c for c in ctx.costs if not c.inside_delegate and is_layout_op(c.op) and c.ms > 0
-              and (op_base(c.op) in DIM_ORDER_OPS or _next_to_delegate(ctx, c))]
+    # outside: dim-order copies (and permutes next to a delegate); inside: a dim-order copy the delegate took
+    # (``.to(memory_format=…)``) still moves every byte
+    copies = [c for c in ctx.costs if is_layout_op(c.op) and c.ms > 0 and (
+              op_base(c.op) in DIM_ORDER_OPS or (not c.inside_delegate and _next_to_delegate(ctx, c)))]
     if not copies:
         return []
     ms = sum(c.ms for c in copies)
-    around = _neighbour_inserted_ms(ctx, {h for c in copies for h in c.handles})
+    around = _neighbour_inserted_ms(ctx, {h for c in copies if not c.inside_delegate for h in c.handles})
     win = ms + 0.5 * around
     total = ctx.latency_ms
     score = share(win, total)
@@ -73,9 +76,11 @@ def check(ctx: Any) -> list[Finding]:
            "and the layout conversions of the delegate calls around it go away")
     return [Finding(
         rule=RULE, severity=severity_for(score),
-        title=f"layout copies ({', '.join(ops)}) outside the delegates: {ms:.3g} ms/run",
+        title=f"layout copies ({', '.join(ops)}) around the delegates: {ms:.3g} ms/run",
         module_paths=modules, nodes=[c.node for c in copies],
-        evidence={"copy_ops": ops, "copy_ms": ms, "inserted_layout_ms_around": around, "latency_ms": total,
+        evidence={"copy_ops": ops, "copy_ms": ms,
+                  "inside_delegate": [c.node for c in copies if c.inside_delegate],
+                  "inserted_layout_ms_around": around, "latency_ms": total,
                   "source_lines": lines, "per_node_ms": {c.node: c.ms for c in copies}},
         estimated_win={"ms": win}, score=score, fix=fix,
         action={"kind": "code", "op": ops, "source_lines": lines},
