@@ -73,13 +73,17 @@ def _keep_float(f: Finding, session: Any, base_pte: str, base_latency: float | N
 
 def verify_findings(findings: list[Finding], session: Any, base: Any, work: str, *, runs: int = 5,
                     latency_ms: float | None = None, limit: int = MAX_VERIFIED) -> None:
-    """Fill ``verified`` of the first ``limit`` findings (not ``info``) in place.
+    """Fill ``verified`` of every finding in place; the first ``limit`` ones above ``info`` are applied
+    when a build can apply them (the others say why not).
 
     ``base``: the build's :class:`~etlens.builder.session.DeviceArtifacts`; ``work``: where variants go.
     """
     done = 0
     for f in findings:
         if f.severity == "info" or done >= limit:
+            why = "info: nothing to fix" if f.severity == "info" else f"only the first {limit} findings are built"
+            f.verified = {"unit": win_unit(f.estimated_win), "before": _before(f, latency_ms), "after": None,
+                          "applied": False, "note": f"not verified ({why})"}
             continue
         done += 1
         unit = win_unit(f.estimated_win)
