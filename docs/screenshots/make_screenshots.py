@@ -63,7 +63,7 @@ def build_pages(tmp: str) -> list[tuple[str, str, list]]:
                   [("click", "executorch_call_delegate_1")]))
     pages.append(("compare", generate_compare_html({"ATen": aten, "lowered (XNNPACK)": lowered, ".pte": pte},
                                                    os.path.join(tmp, "compare.html")), [("click", "linear_1")]))
-    from etlens.passes.tracer import trace_passes
+    from etlens.builder.traced import trace_passes
 
     model, inputs = get_demo("mixed")
     trace = trace_passes(model, inputs, backend="xnnpack")  # 20 snapshots: export, to_edge, passes, lower

@@ -53,7 +53,7 @@ _EXPORTS: dict[str, str] = {
     # notebook display (etlens.views.notebook)
     "show": "etlens.compat",
     # pass tracer
-    "trace_passes": "etlens.passes.tracer",
+    "trace_passes": "etlens.builder.traced",
     "register_backend": "etlens.builder.backends",
     "BackendConfig": "etlens.builder.backends",
 }

@@ -9,7 +9,7 @@ passes emit one (Cortex-M). Both take the tracer already holding the ``quantize`
 snapshots the session recorded where the user's code ran.
 
 With a tracer, the production lowering *is* the tracer's ``lower`` stage
-(:func:`etlens.passes.tracer.lowering_stages` with ``production=True``); if a traced stage fails,
+(:func:`etlens.builder.traced.lowering_stages` with ``production=True``); if a traced stage fails,
 the failure is recorded in the trace and the plain lowering below still writes the program, so
 tracing never costs the build.
 """
@@ -72,7 +72,7 @@ def lower_program(ep: Any, backend: Any, pte: str, *, etrecord: str | None = Non
     edge = None
     result: dict[str, Any] = {"traced_lowering": False}
     if tracer is not None:
-        from ..passes.tracer import lowering_stages
+        from .traced import lowering_stages
 
         if proto is not None:
             proto.write("stage trace\n")
@@ -128,7 +128,7 @@ def trace_lowering(ep: Any, backend: Any, tracer: Any, *, quantize_io: bool = Fa
     The trace is saved to ``trace_output`` (when given) even when a stage failed; returns
     ``{"failed": bool}``.
     """
-    from ..passes.tracer import lowering_stages
+    from .traced import lowering_stages
 
     cfg = backend_config(backend)
     cfg.check_available()

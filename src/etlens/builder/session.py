@@ -494,7 +494,7 @@ class BuildSession:
 
 def _failed_before_lowering(session: BuildSession, output: str, exc: BaseException, **seed: Any) -> Any:
     """The trace of a model whose export (or pt2e quantization) failed: the snapshots so far and the
-    failed stage with its traceback (as :func:`etlens.passes.tracer.trace_passes` records it), written
+    failed stage with its traceback (as :func:`etlens.builder.traced.trace_passes` records it), written
     to ``output``."""
     stage = "quantize" if session.quantize and session._quantized is None else "export"
     cause = exc.__cause__ if exc.__cause__ is not None else exc

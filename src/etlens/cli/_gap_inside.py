@@ -111,7 +111,7 @@ def _estimated_inside(args, session) -> int:
     if numerics is None:
         raise EtlensError(f"--inside-delegates: backend {args.backend!r} builds programs that do not run here and "
                           "etlens has no way to look inside its delegates yet")
-    res = numerics.inside_values(session)
+    res = numerics.inside_values(session, metric=args.metric, threshold=args.threshold)
     emit(args, doc=res.to_dict, rows=lambda: [r.to_json() for r in res.rows], text=res.to_text)
     first = res.first_flagged
     if first is not None and args.threshold is not None:

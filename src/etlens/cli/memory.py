@@ -115,8 +115,8 @@ def _gates(args, npu: dict | None) -> int:
         if npu is None:
             from ..errors import EtlensError
 
-            raise EtlensError(f"{args.pte}: --fail-on-{flag} needs an NPU program with an SRAM/flash budget "
-                              "(an Ethos-U build), but no delegate of the file reports one")
+            raise EtlensError(f"{args.pte}: --fail-on-{flag} needs an Ethos-U program, but the file has no "
+                              "EthosUBackend delegate")
         if npu[key] is None:
             from ..errors import MissingDataError
 

@@ -18,7 +18,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "trace_passes": ".tracer",
+    "trace_passes": "etlens.builder.traced",
     "BackendConfig": "etlens.builder.backends",
     "PassSpec": "etlens.builder.backends",
     "register_backend": "etlens.builder.backends",

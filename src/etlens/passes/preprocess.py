@@ -1,7 +1,7 @@
 """Snapshots of the passes a backend runs inside its own ``preprocess``.
 
 Most backends' passes can be replayed one by one on the edge program before partitioning
-(:func:`etlens.passes.tracer.lowering_stages`). The Arm Ethos-U backend is different: it lowers
+(:func:`etlens.builder.traced.lowering_stages`). The Arm Ethos-U backend is different: it lowers
 each delegated partition to TOSA with its own pass manager *inside* ``preprocess``, called from
 ``to_edge_transform_and_lower``, on a sub-program that exists only there. A backend that can be
 watched doing so names a context manager in ``BackendConfig.preprocess_observer`` (Ethos-U:

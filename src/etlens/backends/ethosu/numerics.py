@@ -16,11 +16,17 @@ from .tosa_values import TosaInsideResult, tosa_inside_values
 __all__ = ["inside_values", "gate_message"]
 
 
-def inside_values(session: Any) -> TosaInsideResult:
-    """Lower ``session`` (a :class:`etlens.builder.BuildSession`) and compare each partition's values."""
+def inside_values(session: Any, metric: str | None = None, threshold: float | None = None) -> TosaInsideResult:
+    """Lower ``session`` (a :class:`etlens.builder.BuildSession`) and compare each partition's values.
+
+    ``metric="SNR"`` with a ``threshold`` (``gap --metric SNR --threshold 15``) flags a row whose SNR
+    against float is below it (default 10 dB); rows are also flagged more than 2 int8 steps from pt2e.
+    """
+    floor = float(threshold) if threshold is not None and (metric or "").upper() == "SNR" else 10.0
     with tempfile.TemporaryDirectory(prefix="etlens-ethosu-") as tmp:
         arts = session.lower(tmp)
-        return tosa_inside_values(arts.etrecord, inputs=tuple(session.inputs), float_program=session.exported)
+        return tosa_inside_values(arts.etrecord, inputs=tuple(session.inputs), float_program=session.exported,
+                                  snr_floor_db=floor)
 
 
 def gate_message(first: Any) -> str:
