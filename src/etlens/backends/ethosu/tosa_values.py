@@ -118,6 +118,92 @@ def tosa_graph_io(tosa_path: str) -> tuple[list[tuple[str, tuple[int, ...]]], li
     return [(n, tensors.get(n, ())) for n in ins], outs
 
 
+def tosa_graph_ops(tosa_path: str) -> tuple[dict[str, tuple[int, ...]], list[tuple[str, list[str], list[str], tuple]]]:
+    """``({tensor: shape}, [(op name, inputs, outputs, TRANSPOSE perms or ())]`` of a serialized TOSA graph."""
+    try:
+        from tosa.Op import Op
+        from tosa.TosaGraph import TosaGraph
+        from tosa.TransposeAttribute import TransposeAttribute
+    except ImportError as exc:
+        raise MissingDependencyError("reading a TOSA graph needs the tosa-tools wheel: pip install --no-deps "
+                                     "tosa-tools==2026.5.0") from exc
+    names = {v: k for k, v in vars(Op).items() if isinstance(v, int) and not k.startswith("_")}
+    with open(tosa_path, "rb") as f:
+        buf = f.read()
+    try:
+        block = TosaGraph.GetRootAsTosaGraph(buf, 0).Regions(0).Blocks(0)
+        shapes = {}
+        for i in range(block.TensorsLength()):
+            t = block.Tensors(i)
+            shapes[t.Name().decode()] = tuple(t.Shape(j) for j in range(t.ShapeLength()))
+        ops = []
+        for i in range(block.OperatorsLength()):
+            o = block.Operators(i)
+            name = names.get(o.Op(), str(o.Op()))
+            perms: tuple = ()
+            if name == "TRANSPOSE" and o.Attribute() is not None:
+                attr = TransposeAttribute()
+                tab = o.Attribute()
+                attr.Init(tab.Bytes, tab.Pos)
+                perms = tuple(int(attr.Perms(j)) for j in range(attr.PermsLength()))
+            ops.append((name, [o.Inputs(j).decode() for j in range(o.InputsLength())],
+                        [o.Outputs(j).decode() for j in range(o.OutputsLength())], perms))
+    except Exception as exc:  # a damaged flatbuffer raises anything from struct to IndexError
+        raise EtlensError(f"{tosa_path}: not a readable TOSA graph ({type(exc).__name__}: {exc}); rebuild it") from exc
+    return shapes, ops
+
+
+#: TOSA operators whose output keeps the dim order of their (first activation) input
+_LAYOUT_KEEPING = ("RESCALE", "CLAMP", "CONV2D", "DEPTHWISE_CONV2D", "AVG_POOL2D", "MAX_POOL2D", "ADD", "SUB", "MUL",
+                   "MAXIMUM", "MINIMUM", "TABLE", "SIGMOID", "TANH", "ERF", "EXP", "LOG", "RECIPROCAL", "RSQRT",
+                   "ABS", "NEGATE", "CAST", "IDENTITY", "PAD", "SLICE", "TILE", "SELECT", "CONCAT", "REDUCE_SUM",
+                   "REDUCE_MAX", "REDUCE_MIN", "ARITHMETIC_RIGHT_SHIFT", "TRANSPOSE_CONV2D", "RESIZE")
+
+
+def tosa_layouts(tosa_path: str, input_orders: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """``{TOSA tensor: dim order}`` from the facts, never from shapes: the dim order of a tensor is the
+    permutation ``p`` with ``tosa_value == logical_value.transpose(p)``, where *logical* is the edge
+    program's (PyTorch's) order of the node the tensor computes.
+
+    It starts at the graph inputs (``input_orders``: each one's dim order in the edge program, its
+    ``dim_order()``: the delegate receives the tensor as it lies in memory) and follows the operators:
+    a ``TRANSPOSE`` with ``perms`` gives ``order[perms]``; an operator that keeps the layout (convolutions
+    and pools are NHWC in TOSA and so is what feeds them, elementwise ops, ``RESCALE`` …) passes its
+    input's order on; anything else (``RESHAPE``, ``MATMUL``, a rank change) leaves the order unknown.
+    """
+    shapes, ops = tosa_graph_ops(tosa_path)
+    order: dict[str, tuple[int, ...]] = {k: tuple(v) for k, v in input_orders.items()}
+    for name, ins, outs, perms in ops:
+        src = next((order[i] for i in ins if i in order), None)
+        if src is None:
+            continue
+        if name == "TRANSPOSE" and perms and len(perms) == len(src):
+            out = tuple(src[p] for p in perms)
+        elif name in _LAYOUT_KEEPING:
+            out = src
+        else:
+            continue
+        for o in outs:
+            if len(shapes.get(o, out)) == len(out):
+                order.setdefault(o, out)
+    return order
+
+
+def _to_logical(arr: Any, order: tuple[int, ...] | None, ref_shape: tuple[int, ...]) -> Any:
+    """``arr`` (a TOSA tensor) in the edge program's dim order: by its known ``order``; without one only when
+    no transpose is in question (same shape, and no other dim order gives that shape), else None."""
+    import numpy as np
+
+    if order is not None and len(order) == arr.ndim and arr.ndim == len(ref_shape):
+        out = np.transpose(arr, np.argsort(order))
+        return out if tuple(out.shape) == tuple(ref_shape) else None
+    if tuple(arr.shape) == tuple(ref_shape):
+        if arr.ndim == 4 and len(set(ref_shape[1:])) < 3:
+            return None  # square: NCHW and NHWC look alike, and no fact says which this is
+        return arr
+    return _align(arr, ref_shape)
+
+
 def run_tosa_reference(tosa_path: str, inputs: dict[str, Any], timeout: float = 600) -> dict[str, Any]:
     """Run ``tosa_path`` in the reference model (a child process, :func:`etlens.builder.worker.run_tool`) on
     ``{input name: int array}``; every tensor it computed, by name."""
@@ -272,6 +358,16 @@ def _align(arr: Any, ref_shape: tuple[int, ...]) -> Any:
     return None
 
 
+def _dim_order(node: Any, value: Any) -> tuple[int, ...]:
+    """The edge program's dim order of ``node``'s value (its ``val``'s ``dim_order()``, else the value's own)."""
+    for v in ((node.meta.get("val") if node is not None else None), value):
+        try:
+            return tuple(int(d) for d in v.dim_order())
+        except Exception:  # noqa: BLE001 - no tensor / no dim order: try the next source
+            continue
+    return tuple(range(getattr(value, "ndim", 0)))
+
+
 def _snr(err: Any, ref: Any) -> float:
     import numpy as np
 
@@ -332,17 +428,20 @@ def tosa_inside_values(etrecord: str, sidecar: str | None = None, *, inputs: tup
                                 "keep it")
             continue
         ins, _ = tosa_graph_io(tosa)
-        feed = {}
+        feed, orders = {}, {}
         for name, shape in ins:
             if name not in ref:
                 raise EtlensError(f"{tosa}: TOSA input {name!r} is not a node of the edge program, so the reference "
                                   "cannot feed it")
             arr = ref[name].numpy()
-            aligned = _align(arr, tuple(shape)) if shape else arr
-            if aligned is None and arr.ndim == 4:
-                aligned = arr.transpose(0, 2, 3, 1) if arr.transpose(0, 2, 3, 1).shape == tuple(shape) else None
-            feed[name] = aligned if aligned is not None else arr
+            dim_order = _dim_order(nodes.get(name), ref[name])
+            fed = np.transpose(arr, dim_order) if len(dim_order) == arr.ndim else arr
+            if shape and tuple(fed.shape) != tuple(shape):
+                raise EtlensError(f"{tosa}: TOSA input {name!r} has shape {tuple(shape)}, the edge program's value in "
+                                  f"its dim order {dim_order} {tuple(fed.shape)}; not the program of this sidecar?")
+            feed[name], orders[name] = np.ascontiguousarray(fed), dim_order
         values = run_tosa_reference(tosa, feed)
+        layouts = tosa_layouts(tosa, orders)
         # One comparison per debug-handle group (an ATen op and what it decomposed into): the group's last
         # compute node in graph order against the last int8 tensor the group's TOSA ops write. Inside a
         # decomposition (layer norm, softmax) the TOSA tensors do not map 1:1 to the edge nodes, so only the
@@ -385,10 +484,10 @@ def tosa_inside_values(etrecord: str, sidecar: str | None = None, *, inputs: tup
                 continue
             scale, zp = float(q.args[1]), int(q.args[2])
             want = ref[q.name].numpy().astype(np.int64)
-            got = _align(values[t].astype(np.int64), tuple(want.shape))
+            got = _to_logical(values[t].astype(np.int64), layouts.get(t), tuple(want.shape))
             if got is None:
-                result.notes.append(f"{name}: TOSA {t} has shape {values[t].shape}, the reference "
-                                    f"{tuple(want.shape)}; not compared")
+                result.notes.append(f"{name}: TOSA {t} has shape {values[t].shape} in dim order "
+                                    f"{layouts.get(t, 'unknown')}, the reference {tuple(want.shape)}; not compared")
                 continue
             d = np.abs(got - want)
             real_got, real_want = (got - zp) * scale, (want - zp) * scale
