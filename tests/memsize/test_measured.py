@@ -10,7 +10,6 @@ its ``VmHWM``), and the delegate's own allocation against the weights it packs.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,12 +42,22 @@ def progs() -> dict:
     return {"dir": out, **manifest}
 
 
-def _measure(pte: Path, tmp_path: Path, *extra: str) -> dict:
+def _measure_doc(pte: Path, tmp_path: Path, *extra: str) -> dict:
     from etlens.cli.main import main
 
     out = tmp_path / f"{pte.stem}-{len(list(tmp_path.iterdir()))}.json"
     assert main(["memory", str(pte), "--measure", "--format", "json", "-o", str(out), *extra]) == 0
-    return json.loads(out.read_text())["measured"]
+    return json.loads(out.read_text())
+
+
+def _measure(pte: Path, tmp_path: Path, *extra: str) -> dict:
+    return _measure_doc(pte, tmp_path, *extra)["measured"]
+
+
+@pytest.fixture(scope="module")
+def xnn(progs, tmp_path_factory) -> dict:
+    """``etlens memory mlp_xnnpack.pte --measure --format json``'s document (measured once for the module)."""
+    return _measure_doc(progs["dir"] / progs["mlp_xnnpack"], tmp_path_factory.mktemp("xnn"))
 
 
 def _independent(pte: Path, mode: str, shape: str) -> int:
@@ -61,12 +70,12 @@ def _sum(m: dict) -> int:
     return sum(o["bytes"] for o in m["owners"])
 
 
-def test_contract_and_delegate_packed_weights(progs, tmp_path):
+def test_contract_and_delegate_packed_weights(progs, xnn):
     """XNNPACK fp32: the contract's fields; peak within 10% of an independent fresh-process measurement;
     owners add up to the peak; the delegate's init allocation is its packed copy of the weights."""
     width, layers = progs["width"], progs["layers"]
     pte = progs["dir"] / progs["mlp_xnnpack"]
-    m = _measure(pte, tmp_path)
+    m = xnn["measured"]
     assert {"peak_rss_bytes", "stages", "owners", "plan_bytes"} <= set(m)
     assert [s["stage"] for s in m["stages"]] == ["start", "imports", "program load", "method load", "first run",
                                                  "steady runs"]
@@ -80,8 +89,30 @@ def test_contract_and_delegate_packed_weights(progs, tmp_path):
     delegate = [o for o in m["owners"] if o["owner"].startswith("delegate XnnpackBackend")]
     assert len(delegate) == 1 and not delegate[0]["inferred"]
     assert abs(delegate[0]["bytes"] - weights) <= 0.2 * weights, (delegate[0]["bytes"], weights)
-    assert m["plan_bytes"] == sum(a["size"] for a in json.loads((tmp_path / os.listdir(tmp_path)[0]).read_text())
-                                  ["methods"][0]["arenas"])
+    assert m["plan_bytes"] == sum(a["size"] for a in xnn["methods"][0]["arenas"])
+    assert "XnnpackBackend" in m["largest"]["owner"]
+
+
+def test_report_section_and_page(progs, xnn, tmp_path):
+    """The report's memory section shows plan vs measured from the sidecar ``<program>.measured.json``."""
+    import shutil
+    from types import SimpleNamespace
+
+    from etlens.report.memory_section import memory_sections
+
+    pte = tmp_path / "model.pte"
+    shutil.copy(progs["dir"] / progs["mlp_xnnpack"], pte)
+    (tmp_path / "model.measured.json").write_text(json.dumps(xnn))
+    files: dict = {}
+    notes: list = []
+    sections = memory_sections(SimpleNamespace(pte=str(pte), etdump=None, etrecord=None), str(tmp_path), "r",
+                               files, notes)
+    by_id = {s.id: s for s in sections}
+    assert not notes and "measured-memory" in by_id
+    body = by_id["measured-memory"].body
+    assert "planned (arenas)" in body and "delegate XnnpackBackend init" in body and "Largest owner" in body
+    page = Path(files["planned memory"]).read_text()
+    assert "Measured: the plan beside what the process used" in page
 
 
 def test_dynamic_shape_upper_bound(progs, tmp_path):
@@ -167,3 +198,20 @@ def test_with_and_without_delegate_mapped_and_copied(progs, tmp_path):
                                                                                        with_without)
     int8 = seen["mlp_int8", "mmap"][0]
     assert 0 < int8["delegate_init_bytes"] < 0.5 * xnn["delegate_init_bytes"]
+
+
+def test_fleet_column_from_sidecar(tmp_path):
+    """A dump that comes with ``<dump>.measured.json`` gets the measured peak on every row; others get null."""
+    import shutil
+
+    from etlens.fleet.ingest import dump_rows
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    with_it = tmp_path / "a.etdp"
+    without = tmp_path / "b.etdp"
+    shutil.copy(data / "mlp_xnnpack.etdp", with_it)
+    shutil.copy(data / "mlp_xnnpack.etdp", without)
+    (tmp_path / "a.measured.json").write_text(json.dumps({"measured": {"peak_rss_bytes": 123456789}}))
+    rows = dump_rows(str(with_it))
+    assert rows.num_rows > 0 and set(rows.column("peak_rss_bytes").to_pylist()) == {123456789}
+    assert set(dump_rows(str(without)).column("peak_rss_bytes").to_pylist()) == {None}

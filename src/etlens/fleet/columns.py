@@ -28,6 +28,8 @@ Columns (see :data:`COLUMNS`, in this order, then any extra ``--meta`` keys):
 ``model``           string      ``--meta model=…``, else the first 16 hex digits of the ``.pte``'s sha256
 ``phase``           string      an LLM's forward run: ``prefill`` / ``decode`` (null: other runs; :mod:`.phases`)
 ``session``         int32       an LLM's forward run: its generate session in the file (0, 1 …; null: other runs)
+``peak_rss_bytes``  int64       the program's measured peak resident memory, when the dump comes with a
+                                ``<dump>.measured.json`` (``etlens memory --measure --format json -o``; null: none)
 ``source``          string      identity: the first 32 hex digits of the sha256 of the ETDump's bytes
 =================== =========== =====================================================================
 
@@ -40,7 +42,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["COLUMNS", "META_COLUMNS", "IDENTITY_COLUMNS", "LLM_COLUMNS", "STRING", "arrow_schema", "writer_options",
+__all__ = ["COLUMNS", "META_COLUMNS", "IDENTITY_COLUMNS", "LLM_COLUMNS", "MEASURED_COLUMNS", "STRING",
+           "arrow_schema", "writer_options", "measured_peak", "with_measured",
            "PART_GLOB", "ROW_GROUP", "occurrences"]
 
 STRING = "string"
@@ -62,6 +65,34 @@ IDENTITY_COLUMNS: list[tuple[str, str]] = [("source", STRING)]
 #: LLM columns appended to every dump's rows (:func:`etlens.fleet.phases.with_phases`); parts written
 #: before them have none (null there)
 LLM_COLUMNS: list[tuple[str, str]] = [("phase", STRING), ("session", "int32")]
+
+#: measured-memory columns appended to every dump's rows (:func:`with_measured`); null without a measurement
+MEASURED_COLUMNS: list[tuple[str, str]] = [("peak_rss_bytes", "int64")]
+
+
+def measured_peak(dump_path: str) -> int | None:
+    """The peak of ``<dump without extension>.measured.json`` beside the dump, or None (no such file)."""
+    import json
+    import os
+
+    sidecar = os.path.splitext(dump_path)[0] + ".measured.json"
+    try:
+        with open(sidecar, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    measured = doc.get("measured", doc) if isinstance(doc, dict) else None
+    peak = measured.get("peak_rss_bytes") if isinstance(measured, dict) else None
+    return int(peak) if isinstance(peak, (int, float)) else None
+
+
+def with_measured(table: Any, dump_path: str) -> Any:
+    """``table`` (one dump's rows) with :data:`MEASURED_COLUMNS` appended (the same value on every row)."""
+    import pyarrow as pa
+
+    peak = measured_peak(dump_path)
+    return table.append_column("peak_rss_bytes", pa.array([peak] * table.num_rows, pa.int64()))
+
 
 #: the files of a dataset directory
 PART_GLOB = "**/*.parquet"

@@ -5,6 +5,11 @@
 (``<stem>.size.html``) next to the report and embeds both; with an ETDump that recorded
 allocation events it adds the runtime allocations (bytes per allocator, largest allocations,
 timeline). Each part is skipped, with a note, when it cannot be computed.
+
+Measured memory (:mod:`etlens.analysis.memory_measured`) joins the plan when the report has it:
+``inputs.measured`` (the ``measured`` record, or a path to the JSON ``etlens memory --measure
+--format json -o`` writes), else a sidecar ``<program>.measured.json`` next to the ``.pte``, else a
+measurement made now in a fresh runtime process when ``inputs.measure_memory`` is true.
 """
 
 from __future__ import annotations
@@ -16,7 +21,39 @@ from typing import Any
 from ..errors import EtlensError
 from .render import Section, iframe_html
 
-__all__ = ["memory_sections"]
+__all__ = ["memory_sections", "measured_for"]
+
+
+def measured_for(inputs: Any, pte: str, report: Any) -> dict[str, Any] | None:
+    """The measured memory of ``pte`` for the report (see the module docstring), or ``None``."""
+    import json
+
+    given = getattr(inputs, "measured", None)
+    if given is None:
+        sidecar = os.path.splitext(pte)[0] + ".measured.json"
+        given = sidecar if os.path.exists(sidecar) else None
+    if isinstance(given, str):
+        try:
+            with open(given, encoding="utf-8") as f:
+                given = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise EtlensError(f"{given}: not the JSON of `etlens memory --measure --format json` ({exc})") from exc
+    if isinstance(given, dict):
+        return given.get("measured", given)
+    if not getattr(inputs, "measure_memory", False):
+        return None
+    from ..analysis.memory_measured import input_specs, measured_memory
+    from ..builder.jobs_memory import measure_program
+    from ..readers.pte import read
+
+    program = read(pte).program
+    method = getattr(inputs, "method", None) or "forward"
+    if not any(p.name == method for p in program.execution_plan):
+        method = program.execution_plan[0].name
+    specs = input_specs(program, method)
+    raw = measure_program(pte, method=method, input_specs=specs)
+    mm = next((m for m in report.methods if m.name == method), None)
+    return measured_memory(raw, program, method_memory=mm, specs=specs)
 
 
 def _embed(path: str, title: str, height: int) -> str:
@@ -54,8 +91,21 @@ def memory_sections(inputs: Any, out_dir: str, stem: str, files: dict[str, str],
             if getattr(inputs, "etrecord", None):
                 etrecord = artifacts.etrecord()
                 attach_etrecord(rep, etrecord)
-            p = write_memory_html(rep, os.path.join(out_dir, f"{stem}.memory.html"))
+            measured = None
+            try:
+                measured = measured_for(inputs, pte, rep)
+            except EtlensError as exc:
+                notes.append(f"measured memory: {exc}")
+            p = write_memory_html(rep, os.path.join(out_dir, f"{stem}.memory.html"), measured=measured)
             files["planned memory"] = p
+            if measured is not None:
+                from ..views.memory_measured import measured_html
+
+                peak_mb = measured["peak_rss_bytes"] / (1 << 20)
+                out.append(Section("measured-memory", "Memory: planned vs measured", measured_html(measured),
+                                   f"peak {peak_mb:.1f} MB resident during {measured['peak_stage']} "
+                                   f"({measured['load']} load) against {measured['plan_bytes']} planned arena bytes; "
+                                   "the owners add up to the peak."))
             arenas = sum(len(m.arenas) for m in rep.methods)
             out.append(Section("memory", "Planned memory", _embed(p, "planned memory", 540),
                                f"{arenas} arena(s): each bar is a planned tensor at its offset (y) over the "

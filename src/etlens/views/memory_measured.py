@@ -48,10 +48,15 @@ def measured_html(m: dict[str, Any]) -> str:
     peak = max(m["peak_rss_bytes"], 1)
     colors = ["#9aa5b1", "#c9d1d9", "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
               "#ff9da7"]
-    bar = "".join(
-        f"<div title='{e(o['owner'])}: {_mb(o['bytes'])}' style='width:{100 * o['bytes'] / peak:.3f}%;"
-        f"background:{colors[i % len(colors)]};height:22px;display:inline-block'></div>"
-        for i, o in enumerate(m["owners"]) if o["bytes"] > 0)
+    own = max(sum(o["bytes"] for o in m["owners"][1:]), 1)
+
+    def bar(first: int, total: int) -> str:
+        cells = "".join(
+            f"<div title='{e(o['owner'])}: {_mb(o['bytes'])}' style='width:{100 * o['bytes'] / total:.3f}%;"
+            f"background:{colors[i % len(colors)]};height:22px;display:inline-block'></div>"
+            for i, o in enumerate(m["owners"]) if i >= first and o["bytes"] > 0)
+        return f"<div style='width:100%;background:#eee;white-space:nowrap;overflow:hidden'>{cells}</div>"
+
     legend = "".join(
         f"<tr><td><span style='display:inline-block;width:10px;height:10px;background:{colors[i % len(colors)]}'>"
         f"</span> {e(o['owner'])}{' <i>(inferred)</i>' if o['inferred'] else ''}</td>"
@@ -70,13 +75,14 @@ def measured_html(m: dict[str, Any]) -> str:
     dyn = m.get("dynamic")
     dyn_html = ""
     if dyn:
-        dyn_html = (f"<p><b>Dynamic shapes.</b> {e(dyn.get('explained', ''))} Plan (upper bound) "
+        dyn_html = (f"<p><b>Dynamic shapes.</b> {e(dyn.get('explained', ''))}. Plan (upper bound) "
                     f"{_mb(dyn['plan_bytes'])}; live tensors at the upper bound "
                     f"{_mb(dyn.get('live_peak_at_upper_bound_bytes'))}, at the run's shape "
                     f"{_mb(dyn.get('need_at_shape_bytes'))} <i>(inferred)</i>.</p>")
     return (f"<div class='measured'>{side}<p>{e(pva['explained'])}.</p>"
             f"<p><b>Largest owner.</b> {e(m['largest']['reason'])}</p>{dyn_html}"
-            f"<div style='width:100%;background:#eee;white-space:nowrap;overflow:hidden'>{bar}</div>"
+            f"<p class='muted'>The whole peak by owner:</p>{bar(0, peak)}"
+            f"<p class='muted'>The program's own part (the libraries left out):</p>{bar(1, own)}"
             f"<table><tr><th>owner of the peak</th><th>bytes</th><th>evidence</th></tr>{legend}</table>"
             f"<table><tr><th>stage</th><th>resident</th><th>stage peak</th><th>heap</th><th>.pte mapped</th></tr>"
             f"{stages}</table><p class='muted'>Measured in a fresh process ({e(m['load'])} load): /proc status "
