@@ -74,6 +74,8 @@ def make_model(copies: bool = False):
 
     torch.manual_seed(0)
     model = Net().eval()
+    for p in model.parameters():  # inference weights (an out-variant kernel refuses tensors that require grad)
+        p.requires_grad_(False)
     return model, (torch.randn(16, 3, 8, 8),)
 
 
@@ -141,15 +143,13 @@ def build(name: str, out: str, lowered: dict | None = None) -> None:
             parts = [_partitioner(exclude="layers.1")]
         elif name == "decomp":
             parts = [_partitioner(decompose="layers.2")]
-        _ep, edge, _et = lower(model, inputs, backend="xnnpack", partitioners=parts)
+        _ep, edge, et = lower(model, inputs, backend="xnnpack", partitioners=parts)
         lowered[name] = edge
-    config = None
     if name == "naive":
         from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, naive
 
-        config = ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(
-            memory_planning_algo=MemoryPlanningAlgorithmSuite(algo_list=[naive])))
-    et = edge.to_executorch(config)
+        et = edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(
+            memory_planning_algo=MemoryPlanningAlgorithmSuite(algo_list=[naive]))))
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "model.pte"), "wb") as f:

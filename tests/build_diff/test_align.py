@@ -49,3 +49,10 @@ def test_quantized_on_one_side():
     b = [op(1, "l0", "linear", const_dtypes=["float32"])]
     (r,) = align(a, b)
     assert r.how == "exact" and row_kind(r) == "quantization"
+
+
+def test_other_quantization_scheme():
+    a = [op(1, "l0", "linear", ops=["dequantize_per_tensor", "linear"], const_dtypes=["int8"])]
+    b = [op(1, "l0", "linear", ops=["dequantize_per_channel", "linear"], const_dtypes=["int8"])]
+    (r,) = align(a, b)
+    assert row_kind(r) == "quantization"

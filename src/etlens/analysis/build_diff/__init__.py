@@ -107,11 +107,7 @@ def diff_loaded(a: Build, b: Build, *, noise: float | None = None, program_diff:
                          shift=shift)
     s = summary(a, b, test, causes)
     s["machine_shift"] = scale
-    program = None
-    if program_diff:
-        from ..program_diff import diff_programs
-
-        program = diff_programs(a.files.pte, b.files.pte)
+    program = _program_part(a, b) if program_diff else None
     notes = [*a.notes, *b.notes]
     if test.get("note"):
         notes.append(test["note"])
@@ -125,6 +121,34 @@ def diff_loaded(a: Build, b: Build, *, noise: float | None = None, program_diff:
         s["output_gap"] = d.gaps[last] if last is not None else None
     d.seconds = time.perf_counter() - t0
     return d
+
+
+def _program_part(a: Build, b: Build) -> dict[str, Any]:
+    """The ``.pte``-level diff (``diff_pte``'s per-plan fields, :func:`etlens.analysis.program_diff.diff_plan`)
+    and the arena deltas, from the programs and memory plans already read (``etlens diff A.pte B.pte`` adds the
+    byte breakdown by kind)."""
+    from ...readers.base import read_limited
+    from ..program_diff import diff_plan
+
+    da, db = read_limited(a.files.pte), read_limited(b.files.pte)
+    pa, pb = a.pte.program, b.pte.program
+    n = min(len(pa.execution_plan), len(pb.execution_plan))
+    sizes = (pa.constant_sizes(), pb.constant_sizes())
+    plans = [diff_plan(i, pa.execution_plan[i], pb.execution_plan[i], da, db, pa, pb, sizes) for i in range(n)]
+    changed = [p for p in plans if any(v not in (None, [], False) for k, v in p.items()
+                                       if k not in ("plan_index", "name"))]
+    memory = []
+    for ma, mb in zip(a.memory.methods, b.memory.methods, strict=False):
+        ids = sorted({x.id for x in ma.arenas} | {x.id for x in mb.arenas})
+        xa, xb = {x.id: x for x in ma.arenas}, {x.id: x for x in mb.arenas}
+        memory.append({"method": ma.name, "arenas": [
+            {"id": i, "size_a": xa[i].size if i in xa else 0, "size_b": xb[i].size if i in xb else 0,
+             "peak_live_a": xa[i].peak_live if i in xa else 0, "peak_live_b": xb[i].peak_live if i in xb else 0}
+            for i in ids]})
+    return {"path_a": a.files.pte, "path_b": b.files.pte, "size_a": len(da), "size_b": len(db),
+            "bitwise_equal": bytes(da) == bytes(db), "plans": changed,
+            "extra_plans_in_a": [p.name for p in pa.execution_plan[n:]],
+            "extra_plans_in_b": [p.name for p in pb.execution_plan[n:]], "memory": memory}
 
 
 def diff_builds(path_a: Any, path_b: Any, *, noise: float | None = None, program_diff: bool = True,

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .align import Aligned
-from .facts import COPY_OPS, PORTABLE, SourceOp
+from .facts import COPY_OPS, PORTABLE, QDQ_OPS, SourceOp
 
 __all__ = ["Cause", "KINDS", "row_kind", "find_causes", "machine_shift", "STRUCTURE_WEIGHT"]
 
@@ -66,6 +66,10 @@ def _copies(s: SourceOp | None) -> int:
     return sum(1 for o in s.ops if o in COPY_OPS) if s is not None else 0
 
 
+def _qdq(s: SourceOp) -> list[str]:
+    return sorted(o for o in s.ops if o in QDQ_OPS)
+
+
 def row_kind(r: Aligned) -> str | None:
     """The kind of change of one aligned row (``None``: the build did the same to it)."""
     a, b = r.a, r.b
@@ -75,8 +79,8 @@ def row_kind(r: Aligned) -> str | None:
         return "copies" if s.is_copy else "quantization" if s.is_qdq else "pass"
     if a.placement != b.placement:
         return "placement"
-    if a.quantized != b.quantized or a.const_dtypes != b.const_dtypes:
-        return "quantization"
+    if a.quantized != b.quantized or a.const_dtypes != b.const_dtypes or _qdq(a) != _qdq(b):
+        return "quantization"   # on one side only, other constant dtypes, or another scheme (per-channel, dynamic)
     if a.compute_ops() != b.compute_ops():
         return "decomposition"
     if _copies(a) != _copies(b):

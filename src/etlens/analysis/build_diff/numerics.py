@@ -24,8 +24,9 @@ __all__ = ["numeric_gaps", "logged_values"]
 
 def logged_values(build: Any) -> dict[int, np.ndarray]:
     """``debug handle -> logged tensor`` (numpy, read straight from the debug buffer: no torch) of the
-    first run of the first ETDump; empty without a debug buffer. A list of tensors gives its last one."""
-    from ...readers.etdump import DebugBuffer, TensorRef
+    first run of the first ETDump; empty without a debug buffer. Events that logged a list of tensors or a
+    scalar are left out."""
+    from ...readers.etdump import V_TENSOR, DebugBuffer, TensorRef
     from ...schema import OPERATOR_CALL
 
     if not build.inspectors or not build.files.debug_buffers or not build.files.debug_buffers[0]:
@@ -48,12 +49,14 @@ def logged_values(build: Any) -> dict[int, np.ndarray]:
             handles = (h,) if isinstance(h, int) else tuple(h)
             if not handles:
                 continue
-            try:
-                _vt, ref = dump.debug_entry(run, int(idxs[-1]))
-                if isinstance(ref, list):
-                    ref = ref[-1] if ref else None
-                if isinstance(ref, TensorRef):
-                    out[max(handles)] = np.asarray(buf.array(ref), dtype=np.float64)
+            r, j = dump.runs[run], int(idxs[-1])
+            if int(r.value_type[j]) != V_TENSOR or not r.tensor_pos[j] or not r.value_pos[j]:
+                continue  # a list of tensors or a scalar: no gap for it
+            try:  # straight from the event columns (a logged tensor is contiguous: no strides needed)
+                nd, sp = int(r.ndim[j]), int(r.sizes_pos[j])
+                sizes = tuple(int(x) for x in dump.read_i64(sp + 8 * np.arange(nd), "Tensor.sizes")) if nd else ()
+                ref = TensorRef(int(r.scalar_type[j]), sizes, (), int(r.tensor_offset[j]))
+                out[max(handles)] = np.asarray(buf.array(ref), dtype=np.float64)
             except Exception:  # noqa: BLE001 - a value past the buffer's end or of an odd dtype: no gap for it
                 continue
     return out
