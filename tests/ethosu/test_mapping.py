@@ -40,6 +40,18 @@ def _check(case, *, min_by_name: float = 0.0) -> dict:
     else:
         assert mem["flash_bytes"] == pytest.approx(t["flash_bytes"], rel=0.1)
         assert mem["fast_scratch_bytes"] == 0 and mem["dram_bytes"] == 0
+    # several partitions: each delegate matches its own Vela compile; cycles and flash add up, SRAM is the
+    # largest partition's (each delegate's scratch lives only during its call)
+    parts = d.sidecar.partitions
+    ok = [x for x in mem["delegates"] if "decode_error" not in x]
+    assert mem["partitions"] == len(parts) == len(ok)
+    if not mem["memory_mode"].startswith("Dedicated_Sram"):
+        assert [x["scratch_bytes"] for x in ok] == [p.summary.sram_bytes for p in parts]
+        assert [x["flash_bytes"] for x in ok] == [p.summary.flash_bytes for p in parts]
+        assert mem["sram_bytes"] == max(p.summary.sram_bytes for p in parts) == t["sram_bytes"]
+        assert mem["sram_bytes_sum"] == sum(p.summary.sram_bytes for p in parts) == t["sram_bytes_sum"]
+        assert mem["flash_bytes"] == sum(p.summary.flash_bytes for p in parts)
+    assert t["npu_cycles"] == sum(p.summary.cycles_total for p in parts)
     return d.to_json()
 
 

@@ -57,10 +57,20 @@ def _total(values: list[int | None]) -> int | None:
     return None if any(v is None for v in values) else sum(v or 0 for v in values)
 
 
+def _peak(values: list[int | None]) -> int | None:
+    """What the runtime needs at once for per-call buffers: the largest (None when one is unknown)."""
+    return None if any(v is None for v in values) else max((v or 0 for v in values), default=0)
+
+
 def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | None:
     """SRAM and flash of every Ethos-U delegate of a parsed ``.pte`` (``None`` when it has none).
 
-    ``sram_bytes``: the scratch each delegate needs in SRAM (summed: each delegate gets its own);
+    ``sram_bytes``: the SRAM scratch the program needs, the *largest* of its delegates': the runtime
+    allocates a delegate's scratch from the method's temp allocator when it calls the delegate and the
+    method releases it when the call returns, so partitions never hold scratch at the same time
+    (``sram_bytes_sum`` is the sum, for a runtime that gives each delegate its own buffer; each delegate's
+    own figure is in ``delegates``, equal to Vela's *Total SRAM used* for that partition);
+    ``flash_bytes`` and ``command_stream_bytes`` add up over delegates (all are stored);
     ``flash_bytes``: the encoded weights (what Vela reports as flash); ``command_stream_bytes`` and
     ``flash_with_command_stream_bytes``: the command stream stored with them. ``arena_bytes`` is the
     program's own planned memory (the CPU side: method inputs/outputs and CPU operators), and
@@ -112,17 +122,19 @@ def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | Non
         else:
             row["dram_bytes"] = 0
     arena = sum(sum(p.non_const_buffer_sizes) for p in program.execution_plan)
-    sram = _total([d["sram_bytes"] for d in ok])
+    sram = _peak([d["sram_bytes"] for d in ok])
     out: dict[str, Any] = {
         "delegates": delegates,
         "target": next((d["target"] for d in delegates if d.get("target")), None),
         "memory_mode": next((d["memory_mode"] for d in ok if d.get("memory_mode")), None),
         "sram_bytes": sram,
+        "sram_bytes_sum": _total([d["sram_bytes"] for d in ok]),
+        "partitions": len(ok),
         "flash_bytes": sum(d["flash_bytes"] for d in ok),
         "command_stream_bytes": sum(d["command_stream_bytes"] for d in ok),
         "flash_with_command_stream_bytes": sum(d["flash_with_command_stream_bytes"] for d in ok),
-        "fast_scratch_bytes": _total([d["fast_scratch_bytes"] for d in ok]),
-        "dram_bytes": sum(d["dram_bytes"] for d in ok),
+        "fast_scratch_bytes": _peak([d["fast_scratch_bytes"] for d in ok]),
+        "dram_bytes": _peak([d["dram_bytes"] for d in ok]) or 0,
         "arena_bytes": arena,
         "sram_with_arena_bytes": None if sram is None else sram + arena,
     }

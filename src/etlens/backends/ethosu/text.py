@@ -68,6 +68,9 @@ def format_ethos_u_memory(npu: dict[str, Any]) -> str:
                  if sram is None else
                  f"SRAM {sram} B ({format_bytes(sram)}) {'fast scratch' if dedicated else 'NPU scratch'} + "
                  f"{npu['arena_bytes']} B program arena = {npu['sram_with_arena_bytes']} B")
+    if sram is not None and (npu.get("partitions") or 1) > 1:
+        sram_text += (f" (the largest scratch of {npu['partitions']} partitions: each lives only during its "
+                      f"delegate's call; {npu.get('sram_bytes_sum')} B summed)")
     if dedicated:
         sram_text += f"; DRAM {npu['dram_bytes']} B scratch ({npu.get('memory_mode')})"
     lines = [f"Ethos-U ({npu.get('target') or 'target unknown'}): {sram_text}; flash {npu['flash_bytes']} B weights + "
@@ -84,7 +87,8 @@ def format_ethos_u_memory(npu: dict[str, Any]) -> str:
                      f"({d['command_stream_version']}); inputs {ios or '-'}; outputs {outs or '-'}")
     vela = npu.get("vela")
     if vela:
-        lines.append(f"  Vela's summary ({vela['partitions']} compile(s)): SRAM {vela['sram_bytes']} B, flash "
+        lines.append(f"  Vela's summary ({vela['partitions']} compile(s)): SRAM {vela['sram_bytes']} B (largest), "
+                     "flash "
                      f"{vela['flash_bytes']} B, {vela['npu_cycles']:.0f} NPU cycles, {vela['npu_ops']} NPU / "
                      f"{vela['cpu_ops']} CPU operators"
                      + (f", fast scratch {npu['fast_scratch_bytes']} B" if npu.get("fast_scratch_bytes") is not None

@@ -144,19 +144,26 @@ class VelaSidecar:
     cpu_reasons: dict[str, str] = field(default_factory=dict)
 
     def totals(self) -> dict[str, Any]:
-        """Vela's totals over every partition (bytes and cycles add: each delegate has its own scratch)."""
+        """Vela's totals over every partition, combined as the runtime uses them: cycles, flash, DRAM and MACs
+        add up (partitions run one after the other, all their weights are stored); SRAM and the fast scratch
+        are the largest partition's (each delegate's scratch is allocated for its call and released after,
+        so ``sram_bytes_sum``, the naive sum of Vela's summaries, overstates what the program needs)."""
         s = [p.summary for p in self.partitions]
 
         def total(vals: list[int | None]) -> int | None:
             return None if any(v is None for v in vals) else sum(v or 0 for v in vals)
 
+        def peak(vals: list[int | None]) -> int | None:
+            return None if any(v is None for v in vals) else max((v or 0 for v in vals), default=0)
+
         return {"target": self.target, "partitions": len(s),
-                "npu_cycles": sum(x.cycles_total for x in s), "sram_bytes": sum(x.sram_bytes for x in s),
+                "npu_cycles": sum(x.cycles_total for x in s), "sram_bytes": max((x.sram_bytes for x in s), default=0),
+                "sram_bytes_sum": sum(x.sram_bytes for x in s),
                 "flash_bytes": sum(x.flash_bytes for x in s), "dram_bytes": sum(x.dram_bytes for x in s),
                 "macs": sum(x.macs for x in s), "npu_ops": total([x.npu_ops for x in s]),
                 "cpu_ops": total([x.cpu_ops for x in s]),
                 "clock_hz": s[0].clock_hz if s else 0.0,
-                "fast_scratch_bytes": total([p.fast_scratch_bytes for p in self.partitions]),
+                "fast_scratch_bytes": peak([p.fast_scratch_bytes for p in self.partitions]),
                 "inference_time_s": sum(x.inference_time_s for x in s)}
 
 
