@@ -13,7 +13,7 @@ from typing import Any
 
 from etlens.analysis.size import Part
 
-__all__ = ["payload_parts"]
+__all__ = ["payload_parts", "init_note"]
 
 
 def payload_parts(d: Any, di: int, plan_name: str, group: str, data: Any,
@@ -49,3 +49,18 @@ def payload_parts(d: Any, di: int, plan_name: str, group: str, data: Any,
                     Part(f"{who} const[{idx}]{shape} {users.get(idx, '')}".rstrip(), 0, "xnnpack_constant", group,
                          {"delegate": di, "method": plan_name})))
     return out
+
+
+def init_note(delegate_id: str, alloc_bytes: int, data_bytes: int) -> str | None:
+    """Why an XNNPACK delegate allocates at init (:mod:`etlens.analysis.memory_measured` asks).
+
+    XNNPACK repacks the weights of its fully-connected and convolution nodes into its own layout
+    when the runtime initialises the delegate, so the packed copy is about the size of the weights;
+    the program's copy is read once (its mapped pages are released after init when the file was
+    mapped; it stays when the program was copied into memory).
+    """
+    mb = 1024 * 1024
+    ratio = f" ({alloc_bytes / data_bytes:.2f}x)" if data_bytes else ""
+    return (f"XNNPACK keeps a packed copy of its weights: {alloc_bytes / mb:.1f} MB allocated at init for the "
+            f"{data_bytes / mb:.1f} MB of weights and graph it reads from the program{ratio}; the program's copy is "
+            "released after init when the file is mapped, kept when it was loaded into a buffer")
