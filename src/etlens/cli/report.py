@@ -88,7 +88,7 @@ def run(args) -> int:
         session = BuildSession.load(model_spec(args), backend=args.backend, quantize=args.quantize,
                                     trace=not args.no_trace, verbose=args.verbose)
         if args.recipe:  # before anything quantizes: the session's quantizer leaves the recipe's modules float
-            from ..builder.recipe import Recipe, check_paths, keep_float_quantizer
+            from ..builder.recipe import Recipe, check_paths, recipe_quantizer
 
             try:
                 keep = check_paths(session.model, Recipe.load(args.recipe).keep_float,
@@ -96,7 +96,7 @@ def run(args) -> int:
             except EtlensError:
                 session.close()
                 raise
-            session.quantizer = keep_float_quantizer(session.config, keep)
+            session.quantizer = recipe_quantizer(session.config, keep, exported=session.exported)
         result = report_from_session(session, args.output, title=args.title, runs=args.runs, metric=args.metric,
                                      gap_threshold=args.fail_on_gap, debug_buffer_size=args.debug_buffer_size,
                                      inside_delegates=not args.no_inside_delegates)
