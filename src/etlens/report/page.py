@@ -152,15 +152,22 @@ def _module_time_section(data: ReportData) -> Section:
             f"operator events {_ms(s['delegate_internal_ms'])} ({_pct(frac)} attributed to ATen nodes) and delegate "
             f"overhead {_ms(s['delegate_overhead_ms'])}; portable kernels {_ms(s['operator_ms'])}; framework tax "
             f"{_ms(s['framework_ms'])}.</p>")
+    cycles = s.get("cycle_events")
+    if cycles:  # an accelerator that counts cycles (QNN): cycles stay cycles, the ms are an estimate
+        head += (f"<p>Accelerator: {s['cycles_avg']:.0f} cycles per run in {cycles} per-op events, "
+                 f"{_pct(s['cycles_attributed_fraction'])} attributed to ATen nodes; the estimated ms of a node "
+                 "are its cycles at the delegate's own clock (its cycle total vs its µs of the same run).</p>")
     rows = []
     for r in att.rows[:200]:
         st = r.stats()
         rows.append((r.node, r.op, r.module_path or ("(root)" if r.in_module else ""), r.source_line,
                      r.inside_delegate, ", ".join(r.backend_ops[:3]) or ", ".join(r.events[:2]), r.match,
-                     st["p50"], st["avg"]))
+                     st["p50"], st["avg"]) + ((r.cycle_stats()["cycles_avg"], r.cycle_stats()["estimated_avg_ms"])
+                                              if cycles else ()))
     body = head + icicle_html(icicle_tree(att)) + table_html(
         rows, ["node", "ATen op", "module", "source line", "in delegate", "backend ops", "match", "p50 (ms)",
-               "avg (ms)"], table_id="node-time-table", numeric=(7, 8))
+               "avg (ms)"] + (["cycles", "estimated (ms)"] if cycles else []), table_id="node-time-table",
+        numeric=(7, 8, 9, 10) if cycles else (7, 8))
     return Section("module-time", "Time by module", body,
                    "Where the time goes, module by module: each box is as wide as its time; time inside a "
                    "delegate is attributed to the ATen node the backend operator ran (hover a box for details).")
