@@ -87,6 +87,8 @@ def test_planted_corpus_top_findings_and_fixes(tmp_path):
 
             after = diagnose_session(s, model_args="", runs=10, skip=("profiling",))
         recovered = docs[case]["latency_ms"] - after.latency_ms
+        print(f"{case}: estimated {win:.3f} ms, recovered {recovered:.3f} ms "
+              f"({docs[case]['latency_ms']:.3f} -> {after.latency_ms:.3f} ms)")
         assert recovered >= 0.5 * win, (case, docs[case]["latency_ms"], after.latency_ms, win)
         assert not [f for f in after.findings if f.rule == docs[case]["findings"][0]["rule"]]
     # the dynamic bound, fixed at 16: the arena shrinks by at least half the estimated bytes
@@ -103,7 +105,7 @@ def test_planted_corpus_top_findings_and_fixes(tmp_path):
 def test_verify_applies_the_keep_float_recipe(tmp_path):
     doc = doctor(tmp_path, "quant_culprit", "--quantize", "--verify")
     f = doc["findings"][0]
-    assert f["rule"] == "quant-culprit" and f["module_paths"] == ["layers.2"]
+    assert f["rule"] == "quant-culprit" and f["module_paths"][0] == "layers.2"
     v = f["verified"]
     assert v["applied"] and v["unit"] == "db"
     assert v["after"] - v["before"] >= 0.5 * f["estimated_win"]["db"], (v, f["estimated_win"])
