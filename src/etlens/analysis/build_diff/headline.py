@@ -118,4 +118,12 @@ def headline(s: dict[str, Any], causes: list[Any]) -> str:
     if not causes:
         return lead
     top = causes[0]
+    by_kind: dict[str, list[Any]] = {}
+    for c in causes:
+        by_kind.setdefault(c.kind, []).append(c)
+    kind, group = max(by_kind.items(), key=lambda kv: sum(c.share for c in kv[1]))
+    total = sum(c.share for c in group)
+    if top.share < 0.25 and len(group) >= 5 and total > 2 * top.share:  # a change spread over many modules
+        return (f"{lead}; {total:.0%} of it is {len(group)} modules changing the same way ({kind}), the largest "
+                f"{top.module_path or 'the whole program'} at {top.share:.0%}: {top.explanation}")
     return f"{lead}; {top.share:.0%} of it is {top.module_path or 'the whole program'} ({top.kind}): {top.explanation}"
