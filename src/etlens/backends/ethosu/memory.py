@@ -113,8 +113,15 @@ def ethos_u_memory(pte: Any, sidecar: str | None = None) -> dict[str, Any] | Non
     fast = [p.fast_scratch_bytes for p in vela.partitions] if vela is not None else []
     if len(fast) != len(ok) or any(v is None for v in fast):
         fast = [None] * len(ok)  # not from this sidecar (or none): the payload alone cannot tell
-    for row, fast_bytes in zip(ok, fast, strict=True):  # sidecar partitions are the delegates in order
+    summaries = [p.summary for p in vela.partitions] if vela is not None else []
+    if len(summaries) != len(ok):
+        summaries = [None] * len(ok)
+    for row, fast_bytes, summary in zip(ok, fast, summaries, strict=True):  # partitions = delegates in order
         row["fast_scratch_bytes"] = fast_bytes
+        if summary is not None:  # this partition's own Vela compile, beside the payload's figures
+            row["vela"] = {"sram_bytes": summary.sram_bytes, "flash_bytes": summary.flash_bytes,
+                           "dram_bytes": summary.dram_bytes, "npu_cycles": summary.cycles_total,
+                           "cycles_npu_only": summary.cycles_npu}
         row["memory_mode"] = _memory_mode(row.get("compile_flags") or "")
         if (row["memory_mode"] or "").startswith("Dedicated_Sram"):
             # the scratch (feature maps) lives in DRAM; the NPU's SRAM holds Vela's arena cache
