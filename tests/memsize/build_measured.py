@@ -7,6 +7,8 @@
 * ``mlp_int8.pte``: int8 (pt2e, XNNPACK quantizer), XNNPACK;
 * ``dyn_portable.pte``: a sequence model whose length is dynamic (1..MAX), portable kernels: the
   planner sizes every intermediate for the upper bound;
+* ``ext/mlp_external.pte`` + ``ext/*.ptd``: the fp32 MLP on portable kernels with its constants in a
+  ``.ptd`` data file (``external_constants=True``);
 
 and ``manifest.json`` (name -> file, plus the widths used).
 """
@@ -75,6 +77,14 @@ def main(out: str, width: int = 512, layers: int = 4) -> None:
     ep = torch.export.export(seq, seq_inputs, dynamic_shapes=({1: t},))
     _save(to_edge_transform_and_lower(ep, partitioner=[]).to_executorch(), out, "dyn_portable.pte", done)
     done["dyn_max_len"] = max_len
+    from executorch.exir import ExecutorchBackendConfig
+
+    ext = os.path.join(out, "ext")
+    os.makedirs(ext, exist_ok=True)
+    ep = torch.export.export(model, inputs)
+    et = to_edge_transform_and_lower(ep, partitioner=[]).to_executorch(ExecutorchBackendConfig(external_constants=True))
+    _save(et, out, "ext/mlp_external.pte", done)
+    et.write_tensor_data_to_file(ext)
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(done, f)
 

@@ -215,3 +215,17 @@ def test_fleet_column_from_sidecar(tmp_path):
     rows = dump_rows(str(with_it))
     assert rows.num_rows > 0 and set(rows.column("peak_rss_bytes").to_pylist()) == {123456789}
     assert set(dump_rows(str(without)).column("peak_rss_bytes").to_pylist()) == {None}
+
+
+@pytest.mark.slow
+def test_external_constants_ptd(progs, tmp_path):
+    """Constants in a ``.ptd`` beside the program: found and mapped (mmap) or still mapped under a buffer load."""
+    pte = progs["dir"] / progs["ext/mlp_external"]
+    ptd = next(pte.parent.glob("*.ptd"))
+    for load in ("mmap", "buffer"):
+        m = _measure(pte, tmp_path, "--load", load)
+        by = {o["owner"]: o["bytes"] for o in m["owners"]}
+        mapped = by.get("program mapped from the file (constants mapped)",
+                        by.get("external constants mapped from the .ptd", 0))
+        assert mapped >= 0.9 * ptd.stat().st_size, (load, by)
+        assert abs(_sum(m) - m["peak_rss_bytes"]) <= 0.10 * m["peak_rss_bytes"]

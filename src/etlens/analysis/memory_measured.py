@@ -216,10 +216,15 @@ def measured_memory(raw: dict[str, Any], program: Any, *, method_memory: Any = N
             owners.append(_owner("program copied into memory (constants copied)", size, False,
                                  f"the {size / _MB:.1f} MB file read into a buffer the runtime reads its constants "
                                  "from"))
+            if raw.get("data"):
+                ext = at(peak_stage, "pte_resident_bytes")
+                owners.append(_owner("external constants mapped from the .ptd", ext, False,
+                                     f"{ext / _MB:.1f} MB of {raw['data']} resident in its mapping"))
         else:
             mapped = at(peak_stage, "pte_resident_bytes")
+            ptd = f" + {int(raw.get('data_bytes') or 0) / _MB:.1f} MB .ptd" if raw.get("data") else ""
             owners.append(_owner("program mapped from the file (constants mapped)", mapped, False,
-                                 f"{mapped / _MB:.1f} MB of the {size / _MB:.1f} MB .pte resident in its mapping "
+                                 f"{mapped / _MB:.1f} MB of the {size / _MB:.1f} MB .pte{ptd} resident in its mapping "
                                  "(file-backed: the kernel can drop and re-read clean pages)"))
     arena = plan_bytes if reached("program load") else 0
     if arena:

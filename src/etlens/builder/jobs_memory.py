@@ -46,11 +46,12 @@ def _status() -> dict[str, int]:
     return out
 
 
-def _smaps_for(path: str | None) -> int | None:
-    """Resident bytes of the mappings of ``path`` (the ``.pte`` when the runtime mapped it)."""
-    if not path:
+def _smaps_for(path: str | None, *more: str | None) -> int | None:
+    """Resident bytes of the mappings of ``path`` (the ``.pte`` when the runtime mapped it) and of ``more``
+    (its ``.ptd`` data file)."""
+    real = {os.path.realpath(p) for p in (path, *more) if p}
+    if not real:
         return None
-    real = os.path.realpath(path)
     total = 0
     inside = False
     try:
@@ -58,7 +59,7 @@ def _smaps_for(path: str | None) -> int | None:
             for line in f:
                 head = line.split(None, 5)
                 if len(head) >= 5 and "-" in head[0] and not head[0].endswith(":"):
-                    inside = len(head) == 6 and head[5].strip() == real
+                    inside = len(head) == 6 and head[5].strip() in real
                 elif inside and line.startswith("Rss:"):
                     total += int(line.split()[1]) * _KB
     except OSError:
@@ -105,13 +106,13 @@ def reset_peak() -> bool:
         return False
 
 
-def sample(stage: str, pte: str | None = None, started: float | None = None) -> dict[str, Any]:
+def sample(stage: str, pte: str | None = None, started: float | None = None, data: str | None = None) -> dict[str, Any]:
     """The process's memory now: ``{stage, rss_bytes, peak_rss_bytes, anon_bytes, file_bytes,
-    heap_bytes, pte_resident_bytes, seconds}``."""
+    heap_bytes, pte_resident_bytes, seconds}`` (``pte_resident_bytes``: the mapped ``pte`` and ``data``)."""
     st = _status()
     return {"stage": stage, "rss_bytes": st.get("VmRSS"), "peak_rss_bytes": st.get("VmHWM"),
             "anon_bytes": st.get("RssAnon"), "file_bytes": st.get("RssFile"), "heap_bytes": heap_in_use(),
-            "pte_resident_bytes": _smaps_for(pte),
+            "pte_resident_bytes": _smaps_for(pte, data),
             "seconds": None if started is None else round(time.perf_counter() - started, 6)}
 
 
@@ -144,18 +145,20 @@ def make_inputs(specs: list[dict[str, Any]]) -> list:
 def memory_measure_job(job: dict[str, Any], proto: Any) -> dict[str, Any]:
     """Load and run ``job["pte"]`` stage by stage, sampling memory after each (see the module docstring).
 
-    ``job``: ``pte``, ``load`` (``"mmap"`` or ``"buffer"``), ``method`` (default ``forward``), ``runs``
+    ``job``: ``pte``, ``data`` (a ``.ptd`` with the program's external constants, or None), ``load``
+    (``"mmap"`` or ``"buffer"``), ``method`` (default ``forward``), ``runs``
     (>= 1: the first run plus ``runs - 1`` steady runs), ``inputs`` (a ``torch.save`` file of a list)
     or ``input_specs`` (see :func:`make_inputs`).
     """
     t0 = time.perf_counter()
     pte = job["pte"]
     load = job.get("load") or "mmap"
+    ptd = job.get("data") or None
     stages: list[dict[str, Any]] = []
     resettable = reset_peak()
 
     def stage(name: str) -> None:
-        stages.append(sample(name, pte if load == "mmap" else None, t0))
+        stages.append(sample(name, pte if load == "mmap" else None, t0, ptd))
         proto.write(f"stage memory:{name}\n")
         reset_peak()
 
@@ -177,10 +180,10 @@ def memory_measure_job(job: dict[str, Any], proto: Any) -> dict[str, Any]:
     if load == "buffer":
         with open(pte, "rb") as f:
             data = f.read()  # kept alive: the runtime reads constants from this buffer without copying
-        program = portable_lib._load_program_from_buffer(data)
+        program = portable_lib._load_program_from_buffer(data, data_path=ptd)
     else:
         data = None
-        program = portable_lib._load_program(pte)
+        program = portable_lib._load_program(pte, data_path=ptd)
     stage("program load")
     method_name = job.get("method") or "forward"
     method = program.load_method(method_name)
@@ -193,17 +196,20 @@ def memory_measure_job(job: dict[str, Any], proto: Any) -> dict[str, Any]:
     output_bytes = sum(int(t.numel() * t.element_size()) for t in outputs if isinstance(t, torch.Tensor))
     shapes = [list(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
     del data
-    return {"stages": stages, "load": load, "method": method_name, "peak_resettable": resettable,
+    return {"stages": stages, "load": load, "method": method_name, "data": ptd,
+            "data_bytes": os.path.getsize(ptd) if ptd else 0, "peak_resettable": resettable,
             "input_bytes": input_bytes, "output_bytes": output_bytes, "input_shapes": shapes,
             "runs": int(job.get("runs", 1)), "pid": os.getpid()}
 
 
-def measure_program(pte: str, *, load: str = "mmap", runs: int = 3, method: str = "forward",
+def measure_program(pte: str, *, load: str = "mmap", runs: int = 3, method: str = "forward", data: str | None = None,
                     inputs: Any = None, input_specs: list[dict[str, Any]] | None = None,
                     quantized: bool | None = None, verbose: bool = False) -> dict[str, Any]:
     """Job ``memory-measure`` on ``pte`` in a worker child started for it alone (nothing else counts).
 
-    ``inputs``: the model's positional arguments (saved for the child), else ``input_specs`` (see
+    ``data``: the ``.ptd`` holding the program's external constants (mapped, or read with the program
+    under ``load="buffer"``; the runtime maps it in both cases). ``inputs``: the model's positional
+    arguments (saved for the child), else ``input_specs`` (see
     :func:`make_inputs`). Returns the job's result: ``stages`` (one sample each, see :func:`sample`),
     ``input_bytes``, ``output_bytes``, ``input_shapes``, ``load``, ``runs``.
     """
@@ -216,6 +222,7 @@ def measure_program(pte: str, *, load: str = "mmap", runs: int = 3, method: str 
     with Worker(verbose=verbose) as w:
         work = w.workdir()
         params: dict[str, Any] = {"pte": os.path.abspath(pte), "load": load, "runs": max(1, int(runs)),
+                                  "data": os.path.abspath(data) if data else None,
                                   "method": method, "input_specs": input_specs or [], "quantized": quantized}
         if inputs is not None:
             params["inputs"] = save_inputs(inputs, os.path.join(work, "inputs.pt"))

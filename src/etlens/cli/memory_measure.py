@@ -11,11 +11,11 @@ from typing import Any
 
 from .options import add_gate
 
-__all__ = ["add_measure_args", "measure", "peak_gate"]
+__all__ = ["add_measure_args", "measure", "peak_gate", "data_file"]
 
 
 def add_measure_args(p: Any) -> None:
-    """``--measure``, ``--load``, ``--runs``, ``--inputs``, ``--shapes``, ``--fail-on-peak-bytes``."""
+    """``--measure``, ``--load``, ``--runs``, ``--inputs``, ``--shapes``, ``--data``, ``--fail-on-peak-bytes``."""
     p.add_argument("--measure", action="store_true",
                    help="load and run the program in a fresh runtime process and measure its memory at each stage "
                         "(program load, method load, first run, steady runs), split by owner beside the plan")
@@ -29,6 +29,9 @@ def add_measure_args(p: Any) -> None:
     p.add_argument("--shapes", metavar="SHAPES",
                    help="with --measure: run dynamic inputs at these shapes, one per tensor input, e.g. "
                         "'1x64x256;1x4' (each within the program's upper bound)")
+    p.add_argument("--data", metavar="FILE.ptd",
+                   help="with --measure: the .ptd holding the program's external constants (default: <program>.ptd "
+                        "when it exists, or the one .ptd beside a program whose tensors live outside it)")
     add_gate(p, "peak-bytes", "fail when the measured peak resident memory exceeds N bytes (implies --measure)",
              metavar="N", type=int)
 
@@ -60,12 +63,28 @@ def measure(args: Any, report: Any, doc: dict[str, Any]) -> dict[str, Any]:
     if args.runs < 1:
         raise EtlensError(f"--runs {args.runs}: give at least 1")
     raw = measure_program(args.pte, load=args.load, runs=args.runs, method=method, inputs=inputs,
-                          input_specs=specs, verbose=getattr(args, "verbose", False))
+                          input_specs=specs, data=args.data or data_file(args.pte, art.program),
+                          verbose=getattr(args, "verbose", False))
     mm = next((m for m in report.methods if m.name == method), None)
     measured = measured_memory(raw, art.program, method_memory=mm, file_size=art.program.file_size or None,
                                specs=specs)
     doc["measured"] = measured
     return measured
+
+
+def data_file(pte: str, program: Any) -> str | None:
+    """The ``.ptd`` beside ``pte`` the runtime needs: ``<stem>.ptd``, else the only ``.ptd`` in its folder when
+    some tensor of the program lives outside it; ``None`` otherwise."""
+    import glob
+    import os
+
+    own = os.path.splitext(pte)[0] + ".ptd"
+    if os.path.exists(own):
+        return own
+    external = any(v.kind == "tensor" and getattr(v.val, "external", False)
+                   for plan in program.execution_plan for v in plan.values)
+    found = glob.glob(os.path.join(os.path.dirname(os.path.abspath(pte)), "*.ptd"))
+    return found[0] if external and len(found) == 1 else None
 
 
 def peak_gate(args: Any, measured: dict[str, Any] | None) -> int | None:

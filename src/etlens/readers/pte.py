@@ -192,7 +192,9 @@ def read_pte_bytes(data: bytes | bytearray | memoryview, name: str = "<bytes>", 
 def _check_segments(program: Program, size: int, name: str) -> None:
     base = program.segment_base_offset
     for i, seg in enumerate(program.segments):
-        if not base or base + seg.offset + seg.size > size:
+        # an empty segment needs no bytes (a program whose constants all live in a .ptd has one, and no
+        # extended header)
+        if (not base and seg.size) or base + seg.offset + seg.size > size:
             raise TruncatedFileError(
                 f"{name}: program.segments[{i}] spans bytes {base + seg.offset}..{base + seg.offset + seg.size} "
                 f"but the file ends at byte {size}{'' if base else ' and has no extended header'}; "
