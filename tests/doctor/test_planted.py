@@ -25,7 +25,7 @@ def doctor(tmp: Path, target: str, *extra: str) -> dict:
     from etlens.cli.main import main
 
     out = tmp / f"{target}.json"
-    assert main(["doctor", "--model", f"{PLANTED}:{target}", "--runs", "10", "--no-profile-overhead", *extra,
+    assert main(["doctor", "--model", f"{PLANTED}:{target}", "--runs", "30", "--no-profile-overhead", *extra,
                  "--format", "json", "-o", str(out)]) == 0
     return json.loads(out.read_text())
 
@@ -85,7 +85,7 @@ def test_planted_corpus_top_findings_and_fixes(tmp_path):
         with BuildSession(model, inputs, name=f"{case}_fixed") as s:
             from etlens.analysis.doctor.build import diagnose_session
 
-            after = diagnose_session(s, model_args="", runs=10, skip=("profiling",))
+            after = diagnose_session(s, model_args="", runs=30, skip=("profiling",))
         recovered = docs[case]["latency_ms"] - after.latency_ms
         print(f"{case}: estimated {win:.3f} ms, recovered {recovered:.3f} ms "
               f"({docs[case]['latency_ms']:.3f} -> {after.latency_ms:.3f} ms)")
