@@ -39,6 +39,9 @@ def register(sub) -> None:
                    help="runtime buffer for intermediate outputs (--demo/--model; default: sized from the program "
                         "for all --runs)")
     p.add_argument("--no-trace", action="store_true", help="skip the pass-by-pass trace (--demo/--model)")
+    p.add_argument("--measure-memory", action="store_true",
+                   help="--demo/--model: also measure the program's memory in a fresh runtime process (peak per "
+                        "stage, by owner) and show it beside the plan (`etlens memory --measure`)")
     p.add_argument("--no-inside-delegates", action="store_true",
                    help="skip the per-op values inside delegates (one instrumented lower+run; --demo/--model)")
     p.add_argument("--strict", action="store_true",
@@ -99,7 +102,8 @@ def run(args) -> int:
             session.quantizer = recipe_quantizer(session.config, keep, exported=session.exported)
         result = report_from_session(session, args.output, title=args.title, runs=args.runs, metric=args.metric,
                                      gap_threshold=args.fail_on_gap, debug_buffer_size=args.debug_buffer_size,
-                                     inside_delegates=not args.no_inside_delegates)
+                                     inside_delegates=not args.no_inside_delegates,
+                                     measure_memory=args.measure_memory)
     lat = f"{result.total_latency_ms:.3f} ms" if result.total_latency_ms is not None else "n/a"
     gap = f"{result.worst_gap:.4g}" if result.worst_gap is not None else "n/a"
     share = f"{result.delegated_share:.0%}" if result.delegated_share is not None else "n/a"

@@ -158,7 +158,7 @@ def report_from_model(model: Any, example_inputs: tuple, output: str, *, name: s
 def report_from_session(session: Any, output: str, *, runs: int = 5, metric: str = "MSE",
                         gap_threshold: float | None = None, progress: bool | None = None,
                         debug_buffer_size: int | None = None, inside_delegates: bool = True,
-                        title: str | None = None) -> ReportResult:
+                        title: str | None = None, measure_memory: bool = False) -> ReportResult:
     """Build ``session``'s model, run it ``runs`` times and write the report to ``output``; closes the session.
 
     Stages (one progress bar on a terminal): ``export`` [``quantize``] ``lower`` ``run`` x ``runs``
@@ -221,6 +221,13 @@ def report_from_session(session: Any, output: str, *, runs: int = 5, metric: str
                 introduced = _optional(session.failures, "introduced error", lambda: compute(session))
         subtitle = (f"model {name} · backend {session.backend}{' · int8 (pt2e)' if session.quantize else ''} · "
                     f"{runs} runs on the ExecuTorch runtime")
+        if measure_memory and arts.pte:  # the memory section reads <program>.measured.json beside the .pte
+            from .memory_section import write_measured_sidecar
+
+            with span("measured memory"):
+                sidecar = _optional(session.failures, "measured memory", lambda: write_measured_sidecar(arts.pte))
+            if sidecar:
+                files["measured memory (JSON)"] = sidecar
         result = report_from_artifacts(arts.etdump, output, etrecord=arts.etrecord, debug_buffer=arts.debug_buffer,
                                        pte=arts.pte, trace=session.trace, title=title or f"etlens report: {name}",
                                        subtitle=subtitle, metric=metric, gap_threshold=gap_threshold,

@@ -21,15 +21,40 @@ from typing import Any
 from ..errors import EtlensError
 from .render import Section, iframe_html
 
-__all__ = ["memory_sections", "measured_for"]
+__all__ = ["memory_sections", "measured_for", "write_measured_sidecar"]
 
 
-def measured_for(inputs: Any, pte: str, report: Any) -> dict[str, Any] | None:
+def write_measured_sidecar(pte: str, method: str | None = None) -> str:
+    """Measure ``pte`` in a fresh runtime process and write ``<program>.measured.json`` beside it (the
+    sidecar :func:`measured_for` reads); return its path. ``report --measure-memory`` calls it."""
+    import json
+
+    from ..analysis.memory import analyze_memory
+    from ..readers.pte import read
+
+    m = measured_for(_Measure(method), pte, analyze_memory(read(pte)), sidecar=False)
+    path = os.path.splitext(pte)[0] + ".measured.json"
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"measured": m}, f)
+    return path
+
+
+class _Measure:
+    """Report inputs that ask for a fresh measurement (:func:`write_measured_sidecar`)."""
+
+    measured = None
+    measure_memory = True
+
+    def __init__(self, method: str | None) -> None:
+        self.method = method
+
+
+def measured_for(inputs: Any, pte: str, report: Any, *, sidecar: bool = True) -> dict[str, Any] | None:
     """The measured memory of ``pte`` for the report (see the module docstring), or ``None``."""
     import json
 
     given = getattr(inputs, "measured", None)
-    if given is None:
+    if given is None and sidecar:
         sidecar = os.path.splitext(pte)[0] + ".measured.json"
         given = sidecar if os.path.exists(sidecar) else None
     if isinstance(given, str):

@@ -17,7 +17,10 @@ _MB = 1024 * 1024
 
 
 def _mb(n: Any) -> str:
-    return "—" if n is None else f"{n / _MB:,.1f} MB"
+    """Bytes as MB, or as kB below a tenth of a MB (a small program's owners stay visible)."""
+    if n is None:
+        return "—"
+    return f"{n / _MB:,.1f} MB" if abs(n) >= _MB // 10 or n == 0 else f"{n / 1024:,.1f} kB"
 
 
 def format_measured(m: dict[str, Any]) -> str:
