@@ -56,3 +56,33 @@ def test_other_quantization_scheme():
     b = [op(1, "l0", "linear", ops=["dequantize_per_channel", "linear"], const_dtypes=["int8"])]
     (r,) = align(a, b)
     assert row_kind(r) == "quantization"
+
+
+class _Build:
+    """What find_causes reads of a loaded build (sizes, runs, the pass trace's origins)."""
+
+    arena_bytes = peak_live_bytes = 4096
+    size = 10_000
+    execute_ms = [1.0] * 5
+
+    def __init__(self, origins=None):
+        self.origins = origins or {}
+
+    def _method_memory(self):
+        return None
+
+    def pass_origins(self):
+        return self.origins
+
+
+def test_causes_name_the_pass_from_the_trace():
+    from etlens.analysis.build_diff import find_causes
+
+    a = [op(1, "l0", "linear", pos=0)]
+    b = [op(1, "l0", "linear", pos=0), op(7, "extra", "cumsum", pos=1)]
+    rows = align(a, b)
+    causes = find_causes(rows, a, b, a=_Build(), b=_Build({"n7_0": "InsertCumsumPass"}), time_moved=False,
+                         time_floor_ratio=1.05)
+    (c,) = causes
+    assert (c.module_path, c.kind, c.share) == ("extra", "pass", 1.0)
+    assert "added by InsertCumsumPass (pass trace)" in c.explanation

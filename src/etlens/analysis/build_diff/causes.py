@@ -124,7 +124,7 @@ def _fmt_ms(x: float) -> str:
     return f"{x:+.3f} ms" if abs(x) >= 0.0005 else f"{x * 1000:+.1f} us"
 
 
-def _explain(c: Cause) -> str:
+def _explain(c: Cause, origins: tuple[dict[str, str], dict[str, str]] = ({}, {})) -> str:
     r = max(c.rows, key=lambda x: abs(_delta(x, "median_ms")), default=None)
     where = c.module_path or "the model's top level"
     ops = sorted({(x.a or x.b).op for x in c.rows})  # type: ignore[union-attr]
@@ -162,7 +162,10 @@ def _explain(c: Cause) -> str:
         only_b = [o for x in c.rows if x.a is None and x.b for o in x.b.ops]
         parts = ([f"only in A: {', '.join(only_a)}"] if only_a else []) + (
             [f"only in B: {', '.join(only_b)}"] if only_b else [])
-        return f"{where}: ops a pass added or removed ({'; '.join(parts)}){cost}"
+        passes = sorted({o[n] for x in c.rows for o, side in zip(origins, (x.a, x.b), strict=True)
+                         if side is not None for n in side.nodes if n in o})
+        by = f"; added by {', '.join(passes)} (pass trace)" if passes else ""
+        return f"{where}: ops a pass added or removed ({'; '.join(parts)}){by}{cost}"
     return f"{where}: {c.kind}{cost}"
 
 
@@ -223,9 +226,10 @@ def find_causes(rows: list[Aligned], ops_a: list[SourceOp], ops_b: list[SourceOp
                           "changed, not the build")
         out.append(rt)
     _shares(out, a, b, time_moved, shift)
+    origins = (a.pass_origins(), b.pass_origins()) if any(c.kind == "pass" for c in out) else ({}, {})
     for c in out:
         if not c.explanation:
-            c.explanation = _explain(c)
+            c.explanation = _explain(c, origins)
     out.sort(key=lambda c: (-c.share, c.module_path, c.kind))
     return out
 

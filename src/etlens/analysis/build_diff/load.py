@@ -59,6 +59,7 @@ class Build:
     inspectors: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     method: str = "forward"
+    _origins: dict[str, str] | None = field(default=None, repr=False)
 
     @property
     def execute_ms(self) -> list[float]:
@@ -105,6 +106,26 @@ class Build:
             if m.name == self.method:
                 return m
         return self.memory.methods[0] if self.memory.methods else None
+
+    def pass_origins(self) -> dict[str, str]:
+        """``node name -> the pass (trace snapshot) that added it``, from the build's pass trace (empty
+        without one, or when it cannot be read)."""
+        if self.files.trace is None:
+            return {}
+        if self._origins is None:
+            from ...errors import EtlensError
+            from ...model.trace import Trace
+
+            self._origins = {}
+            try:
+                trace = Trace.load(self.files.trace)
+            except (EtlensError, OSError, ValueError) as exc:
+                self.notes.append(f"{self.files.trace}: pass trace not read ({exc})")
+                return {}
+            for snap in trace.snapshots[1:]:
+                for name in snap.diff.get("added", []):
+                    self._origins.setdefault(name, snap.name)
+        return self._origins
 
     @property
     def instruction_handles(self) -> dict[int, list[int]]:
