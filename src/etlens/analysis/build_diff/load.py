@@ -143,7 +143,7 @@ def _one(paths: list[str], what: str, where: str) -> str | None:
 
 
 def _debug_buffer(etdp: str) -> str | None:
-    stem = etdp[: -len(".etdp")]
+    stem = os.path.splitext(etdp)[0]
     for cand in (stem + ".debug.bin", stem + ".bin"):
         if os.path.exists(cand):
             return cand
@@ -164,7 +164,7 @@ def find_artifacts(path: str) -> BuildFiles:
         raise MissingDataError(f"{where}: no .pte file; a build directory holds the program (.pte), its .etrecord "
                                "and one or more .etdp")
     etrecord = _one(sorted(glob.glob(os.path.join(where, "*.etrecord"))), ".etrecord", where)
-    dumps = sorted(glob.glob(os.path.join(where, "*.etdp")))
+    dumps = sorted(glob.glob(os.path.join(where, "*.etdp")) + glob.glob(os.path.join(where, "*.etdump")))
     traces = sorted(glob.glob(os.path.join(where, "*.trace.json")))
     return BuildFiles(pte=pte, etrecord=etrecord, etdumps=dumps, debug_buffers=[_debug_buffer(d) for d in dumps],
                       trace=traces[0] if traces else None)
