@@ -86,7 +86,50 @@ def attributions(record: Any, keys: list[tuple], path: str, data: bytes | None) 
     cache = _cache_for(record)
     if any(k not in cache for k in keys):
         for b in inspector_blocks(Inspector, path, data, record):
-            cache[block_key(b)] = [(*event_attribution(b, i, True), b.backend_names[i]) for i in range(len(b.names))]
+            rows = [(*event_attribution(b, i, True), b.backend_names[i]) for i in range(len(b.names))]
+            cache[block_key(b)] = _named_delegate_events(b, rows, record)
         if any(k not in cache for k in keys):
             return None
     return [cache[k] for k in keys]
+
+
+def _named_delegate_events(block: Any, rows: list[tuple], record: Any) -> list[tuple]:
+    """Give delegate-internal events that carry no debug handle but name their graph node (QNN's
+    ``<node>:OpId_<n> (cycles)``) the node and module the backend's attributor maps them to."""
+    todo = [i for i, r in enumerate(rows) if r[3] is None and block.is_delegated[i] and r[4]]
+    if not todo:
+        return rows
+    from ..analysis.attribution import attributor_for
+    from ..analysis.inspector.etrecord import handle_to_nodes
+
+    groups: dict[tuple, list[int]] = {}
+    for i in todo:
+        groups.setdefault((int(block.instruction_ids[i]), rows[i][4]), []).append(i)
+    named = {b: attributor_for(b) for _, b in groups}
+    named = {b: a for b, a in named.items() if a is not None and getattr(a, "takes_graph_nodes", False)}
+    if not named:
+        return rows
+    try:
+        nodes = handle_to_nodes(record)
+    except Exception:  # noqa: BLE001 - an ETRecord without an edge program: events stay by name
+        return rows
+    by_name: dict[str, tuple[int, Any]] = {}
+    for h, infos in nodes.items():
+        for x in infos:
+            by_name.setdefault(str(x[0]).rstrip("_"), (h, x))
+    out = list(rows)
+    for (_, backend), idxs in groups.items():
+        att = named.get(backend)
+        if att is None:
+            continue
+        for i, m in zip(idxs, att.match([block.names[i] for i in idxs], None, graph_nodes=tuple(by_name)),
+                        strict=True):
+            if not m.nodes or m.nodes[0] not in by_name:
+                continue
+            h, (name, op, _trace, stack) = by_name[m.nodes[0]]
+            module = ""
+            if stack:
+                last = list(stack.values())[-1]
+                module = str(last[0]) if isinstance(last, (tuple, list)) else str(last)
+            out[i] = (handles_text(h), op or None, module, str(name).rstrip("_"), rows[i][4])
+    return out
