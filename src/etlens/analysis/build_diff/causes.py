@@ -18,8 +18,9 @@ beyond the noise floor.
 
 Causes are ``(module path, kind)`` groups of rows. Each has its part of every measured change: time
 (the ops' median time per run, B - A), file bytes (constants), arena bytes (planned tensors the ops
-produce) and structure (how many source ops changed). The *share* of a cause weights its part of each
-change by how large that change is for the program (``|delta| / max(A, B)``; time only when
+produce) and structure (how many source ops changed, a moved or requantized op counting three, a
+decomposition, copy or plan change two, a kernel swap or a pass's op one). The *share* of a cause
+weights its part of each change by how large that change is for the program (``|delta| / max(A, B)``; time only when
 ``Method::execute`` moved beyond the noise floor), structure always a little, so a change that costs
 nothing measurable is still listed, and ranked last.
 """
@@ -37,6 +38,10 @@ from .facts import COPY_OPS, PORTABLE, QDQ_OPS, SourceOp
 __all__ = ["Cause", "KINDS", "row_kind", "find_causes", "machine_shift", "STRUCTURE_WEIGHT"]
 
 KINDS = ("placement", "kernel", "decomposition", "quantization", "memory_plan", "copies", "pass", "runtime")
+#: how much one changed source op of a kind counts in the structure part (a kernel swap next to a moved
+#: op is usually its consequence), and the order of kinds when shares tie
+_STRUCTURE = {"placement": 3.0, "quantization": 3.0, "decomposition": 2.0, "copies": 2.0, "memory_plan": 2.0,
+              "pass": 1.0, "kernel": 1.0, "runtime": 1.0}
 #: the weight of "how many source ops changed" beside measured changes (alone it decides the ranking)
 STRUCTURE_WEIGHT = 0.05
 
@@ -230,7 +235,7 @@ def find_causes(rows: list[Aligned], ops_a: list[SourceOp], ops_b: list[SourceOp
     for c in out:
         if not c.explanation:
             c.explanation = _explain(c, origins)
-    out.sort(key=lambda c: (-c.share, c.module_path, c.kind))
+    out.sort(key=lambda c: (-round(c.share, 9), -_STRUCTURE.get(c.kind, 1.0), not c.module_path, c.module_path))
     return out
 
 
@@ -255,7 +260,7 @@ def _shares(causes: list[Cause], a: Any, b: Any, time_moved: bool, shift: float 
         weights["bytes"] = 0.0
     parts = {"time": [abs(c.time_ms) for c in causes], "bytes": [abs(c.const_bytes) for c in causes],
              "arena": [abs(c.arena_bytes) for c in causes],
-             "structure": [float(len(c.rows) or 1) for c in causes]}
+             "structure": [float(len(c.rows) or 1) * _STRUCTURE.get(c.kind, 1.0) for c in causes]}
     for k in ("time", "bytes", "arena"):
         if sum(parts[k]) <= 0:
             weights[k] = 0.0
