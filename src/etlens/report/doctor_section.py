@@ -29,7 +29,7 @@ def findings(data: Any, notes: list[str]) -> Any:
     inputs = data.inputs
     try:
         ctx = DoctorContext(etdump=inputs.etdump, etrecord=inputs.etrecord, pte=inputs.pte,
-                            debug_buffer=inputs.debug_buffer)
+                            debug_buffer=inputs.debug_buffer, artifacts=data.artifacts)
         ctx.provide(inspector=data.inspector, attribution=data.attribution, delegation=data.delegation)
         return diagnose(ctx, skip=_SKIP)
     except Exception as exc:  # noqa: BLE001 - an optional section never takes the report down

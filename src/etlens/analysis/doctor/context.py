@@ -49,14 +49,20 @@ class DoctorContext:
         session: the :class:`~etlens.builder.session.BuildSession` that built them (optional).
         model_args: the command line naming the model, e.g. ``--model m.py:build --backend xnnpack``
             (default: the artifacts' own flags).
+        artifacts: an :class:`~etlens.readers.artifacts.ArtifactSet` already holding the parsed files
+            (its paths are used instead of the ones above).
     """
 
     def __init__(self, *, etdump: str | None = None, etrecord: str | None = None, pte: str | None = None,
-                 debug_buffer: str | None = None, session: Any = None, model_args: str = "") -> None:
+                 debug_buffer: str | None = None, session: Any = None, model_args: str = "",
+                 artifacts: Any = None) -> None:
         from ...readers.artifacts import ArtifactSet
 
+        if artifacts is not None:  # files parsed already (the report's): never parsed twice
+            etdump, etrecord = artifacts.etdump_path, artifacts.etrecord_path
+            pte, debug_buffer = artifacts.pte_path, artifacts.debug_buffer_path
         self.paths = {"etdump": etdump, "etrecord": etrecord, "pte": pte, "debug_buffer": debug_buffer}
-        self.artifacts = ArtifactSet(etdump=etdump, etrecord=etrecord, pte=pte, debug_buffer=debug_buffer)
+        self.artifacts = artifacts or ArtifactSet(etdump=etdump, etrecord=etrecord, pte=pte, debug_buffer=debug_buffer)
         self.session = session
         if not model_args:
             model_args = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.paths.items() if v)
