@@ -70,6 +70,11 @@ def build_diff_text(d: Any, *, limit: int = 30) -> str:
              f"verdict {s['verdict']}: time {_x(s['time_ratio'])} (per-run mean of Method::execute; median "
              f"{_x(s['time_ratio_median'])}, noise floor x{s['noise_floor']:.2f}), file {_x(s['size_ratio'])}, "
              f"arena {_x(s['arena_ratio'])} ({s['arena_bytes']['a']:,} -> {s['arena_bytes']['b']:,} B)"]
+    gap = s.get("output_gap")
+    if gap:
+        lines.append(f"numeric gap B vs A at the last logged output: SNR {gap['snr_db']:.1f} dB, max abs "
+                     f"{gap['max_abs']:.3g}, relative {gap['rel']:.3g} ({len(d.gaps)} ops compared from the debug "
+                     "buffers)")
     if d.causes:
         lines += ["", "causes (ranked by share of the change):",
                   tabulate([[f"{c.share:.0%}", c.kind, c.module_path or "(program)", c.explanation[:140]]
