@@ -92,3 +92,4 @@ def test_model_with_two_build_settings(tmp_path):
     assert doc["causes"][0]["kind"] == "placement" and kinds <= {"placement", "decomposition", "memory_plan",
                                                                    "copies", "kernel", "pass"}
     assert all(r["b"] is None or r["b"]["placement"] == "portable" for r in doc["ops"])
+    assert "portable delegates nothing" in doc["causes"][0]["explanation"]   # the partitioner's side of it

@@ -165,11 +165,13 @@ def _run_files(args) -> int:
     return EXIT_OK
 
 
-def _run_builds(args, dir_a: str, dir_b: str) -> int:
-    from ..analysis.build_diff import diff_builds
+def _run_builds(args, dir_a: str, dir_b: str, reasons: dict[str, str] | None = None) -> int:
+    from ..analysis.build_diff import diff_loaded, load_build
     from ..views.build_diff import ROW_COLUMNS, build_diff_rows, build_diff_text
 
-    d = diff_builds(dir_a, dir_b, noise=args.noise)
+    a, b = load_build(dir_a), load_build(dir_b)
+    b.reasons = dict(reasons or {})
+    d = diff_loaded(a, b, noise=args.noise)
     doc = d.to_json()
     emit(args, doc=doc, rows=(list(ROW_COLUMNS), build_diff_rows(d)), text=lambda: build_diff_text(d))
     if args.html:
@@ -231,4 +233,24 @@ def _run_model(args, spec: str) -> int:
             dirs[side] = os.path.dirname(arts.pte)
     finally:
         session.close()
-    return _run_builds(args, dirs["a"], dirs["b"])
+    return _run_builds(args, dirs["a"], dirs["b"], reasons=_partitioner_reasons(args.b_backend, dirs["b"]))
+
+
+def _partitioner_reasons(backend: str, build_dir: str) -> dict[str, str]:
+    """Why ``backend``'s partitioner left each node of the build in ``build_dir`` out (its support checks
+    replayed on the ETRecord's edge program); a failure is no reasons, never an error."""
+    from ..builder.toolchain import backend_config
+
+    cfg = backend_config(backend)
+    parts = cfg.partitioners()
+    if not parts:
+        return {"*": f"{backend} delegates nothing: the portable kernels run every op"}
+    try:
+        from ..analysis.build_diff import find_artifacts
+        from ..analysis.delegation import get_delegation_info
+
+        files = find_artifacts(build_dir)
+        info = get_delegation_info(files.etrecord, partitioner=parts, pte=files.pte)
+        return {n.name: n.reason for n in info.non_delegated if n.reason}
+    except Exception:  # noqa: BLE001 - reasons are an extra: the diff goes on without them
+        return {}

@@ -129,7 +129,9 @@ def _fmt_ms(x: float) -> str:
     return f"{x:+.3f} ms" if abs(x) >= 0.0005 else f"{x * 1000:+.1f} us"
 
 
-def _explain(c: Cause, origins: tuple[dict[str, str], dict[str, str]] = ({}, {})) -> str:
+def _explain(c: Cause, origins: tuple[dict[str, str], dict[str, str]] = ({}, {}),
+             reasons: dict[str, str] | None = None) -> str:
+    reasons = reasons or {}
     r = max(c.rows, key=lambda x: abs(_delta(x, "median_ms")), default=None)
     where = c.module_path or "the model's top level"
     ops = sorted({(x.a or x.b).op for x in c.rows})  # type: ignore[union-attr]
@@ -139,8 +141,11 @@ def _explain(c: Cause, origins: tuple[dict[str, str], dict[str, str]] = ({}, {})
         how_b = f"{b.placement} kernels ({', '.join(b.kernels[:3]) or ', '.join(b.ops)})" if b.placement == PORTABLE \
             else b.placement
         how_a = f"{a.placement} kernels" if a.placement == PORTABLE else a.placement
+        why = next((reasons[n] for n in b.nodes if n in reasons), reasons.get("*")) if b.placement == PORTABLE \
+            else None
         return (f"{where} ({', '.join(ops)}) moved from {how_a} in A to {how_b} in B: the partitioner "
-                f"{'left it out' if b.placement == PORTABLE else 'placed it differently'}{cost}")
+                f"{'left it out' if b.placement == PORTABLE else 'placed it differently'}"
+                f"{f' ({why})' if why else ''}{cost}")
     if c.kind == "quantization":
         fa = sorted({d for x in c.rows if x.a for d in x.a.const_dtypes + x.a.dtypes})
         fb = sorted({d for x in c.rows if x.b for d in x.b.const_dtypes + x.b.dtypes})
@@ -234,7 +239,7 @@ def find_causes(rows: list[Aligned], ops_a: list[SourceOp], ops_b: list[SourceOp
     origins = (a.pass_origins(), b.pass_origins()) if any(c.kind == "pass" for c in out) else ({}, {})
     for c in out:
         if not c.explanation:
-            c.explanation = _explain(c, origins)
+            c.explanation = _explain(c, origins, getattr(b, "reasons", None))
     out.sort(key=lambda c: (-round(c.share, 9), -_STRUCTURE.get(c.kind, 1.0), not c.module_path, c.module_path))
     return out
 

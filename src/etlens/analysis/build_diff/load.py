@@ -60,6 +60,9 @@ class Build:
     notes: list[str] = field(default_factory=list)
     method: str = "forward"
     _origins: dict[str, str] | None = field(default=None, repr=False)
+    #: why the partitioner left a node out, ``node name -> reason`` (``"*"``: every node), when known
+    #: (``etlens diff --model`` asks the backend's partitioner; files alone carry no reasons)
+    reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def execute_ms(self) -> list[float]:
