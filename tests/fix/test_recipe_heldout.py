@@ -26,7 +26,10 @@ from culprits import make_case  # noqa: E402
 
 def test_apply_calls_are_python_for_every_toolchain():
     """The ``apply`` block of every toolchain compiles and names its quantizer's own call."""
-    from etlens.builder.recipe_apply import HOW_TO_APPLY, how_to_apply
+    from etlens.builder.recipe_apply import how_to_apply, how_to_apply_all
+
+    HOW_TO_APPLY = how_to_apply_all()
+    assert {"xnnpack", "portable", "qnn", "ethos-u55-128", "ethos-u85-256"} <= set(HOW_TO_APPLY)
 
     calls = {"filter": "set_filter_function", "module_name_none": "set_module_name(path, None)",
              "discard_nodes": "add_discard_nodes"}

@@ -20,7 +20,7 @@ and why: a ``culprit`` introduces error int8 cannot hold; a ``consumer`` takes a
 quantizing it at the consumer's input would bring the error back (an activation culprit: one channel
 near 1000 crushing the rest under one per-tensor scale), so the consumer is listed too and runs in
 float, weights included. ``apply`` holds the toolchain's own calls
-(:data:`etlens.builder.recipe_apply.HOW_TO_APPLY`): XNNPACK's ``set_filter_function``, Arm's
+(:func:`etlens.builder.recipe_apply.how_to_apply`): XNNPACK's ``set_filter_function``, Arm's
 ``set_module_name(path, None)``, QNN's ``add_discard_nodes``. Version-1 files (``keep_float`` only)
 still load.
 
@@ -282,7 +282,7 @@ def check_paths(model: Any, keep_float: Iterable[str], *, source: str = "recipe"
 
 def recipe_quantizer(backend: Any, keep_float: Iterable[str], *, exported: Any = None) -> Any:
     """The backend's quantizer with ``keep_float`` applied the way the recipe file's ``apply`` calls
-    say (:data:`etlens.builder.recipe_apply.HOW_TO_APPLY`): what ``etlens fix`` simulates and lowers,
+    say (:func:`etlens.builder.recipe_apply.how_to_apply`): what ``etlens fix`` simulates and lowers,
     and what a user's own script gets. A backend with no entry there gets :func:`keep_float_quantizer`.
 
     Args:

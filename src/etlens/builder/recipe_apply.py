@@ -2,8 +2,8 @@
 
 A recipe's ``keep_float`` lists every module it keeps in float (culprits and the consumers whose
 input stays float with them). Each toolchain's pt2e quantizer has its own way to leave modules
-unquantized; :data:`HOW_TO_APPLY` holds, per build name, the exact calls (the ``apply`` block
-of a recipe file and of ``docs/fix.md``) and which of three mechanisms they use:
+unquantized; each backend's folder says, per build name, the exact calls (the ``apply`` block of a
+recipe file and of ``docs/fix.md``; :func:`how_to_apply`) and which of three mechanisms they use:
 
 * ``filter`` — the quantizer quantizes only nodes a filter function accepts
   (``set_filter_function``); the filter rejects every node whose ``node.meta["nn_module_stack"]``
@@ -30,9 +30,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-__all__ = ["HOW_TO_APPLY", "how_to_apply", "quantize_node_filter", "module_paths"]
+__all__ = ["FILTER_PREAMBLE", "how_to_apply", "how_to_apply_all", "quantize_node_filter", "module_paths"]
 
-_LOAD = '''import json
+#: the lines every filter-based snippet starts with: read the recipe, decide per node by its module stack
+FILTER_PREAMBLE = '''import json
 
 keep = set(json.load(open("recipe.json"))["keep_float"])
 
@@ -42,82 +43,10 @@ def quantize_node(node):  # False for a node of a module the recipe keeps in flo
     return not keep & {path.removeprefix("L['self'].") for path, _ in stack.values()}
 '''
 
-_XNNPACK = _LOAD + '''
-
-from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-    XNNPACKQuantizer, get_symmetric_quantization_config)
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
-quantizer.set_filter_function(quantize_node)
-prepared = prepare_pt2e(torch.export.export(model, inputs).module(), quantizer)
-prepared(*inputs)                                    # calibrate
-quantized = convert_pt2e(prepared)                   # then export and lower as usual (XnnpackPartitioner)
-'''
-
-_ARM = '''import json
-
-keep = json.load(open("recipe.json"))["keep_float"]
-
-from executorch.backends.arm.ethosu import EthosUCompileSpec
-from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_quantization_config
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-quantizer = EthosUQuantizer(EthosUCompileSpec("{target}")).set_global(get_symmetric_quantization_config())
-for path in keep:
-    quantizer.set_module_name(path, None)            # None: leave the module unquantized
-gm = torch.export.export(model, inputs).module(check_guards=False)
-prepared = prepare_pt2e(gm, quantizer)
-prepared(*inputs)                                    # calibrate
-quantized = convert_pt2e(prepared)                   # then export and lower as usual (EthosUPartitioner)
-'''
-
-_QNN = _LOAD + '''
-
-from executorch.backends.qualcomm.quantizer.quantizer import QnnQuantizer
-from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-gm = torch.export.export(model, inputs).module()
-quantizer = QnnQuantizer()                           # your backend / SoC / default quant config
-quantizer.add_discard_nodes([n.name for n in gm.graph.nodes if not quantize_node(n)])
-prepared = prepare_pt2e(gm, quantizer)
-prepared(*inputs)                                    # calibrate
-quantized = convert_pt2e(prepared)                   # then export and lower as usual (QnnPartitioner)
-'''
-
-_XNNPACK_ENTRY = {
-    "quantizer": "XNNPACKQuantizer",
-    "method": "filter",
-    "calls": _XNNPACK,
-    "consumer_weights": "XNNPACK cannot run a float input against int8 weights (the runtime refuses the graph): "
-                        "its weights stay float with its input",
-}
-_ARM_ENTRY = {
-    "quantizer": "EthosUQuantizer (TOSAQuantizer)",
-    "method": "module_name_none",
-    "calls": _ARM,
-    "consumer_weights": "the module is left unquantized as a whole; Ethos-U runs float ops on the CPU, not the NPU",
-}
-
-#: ``{build name: {"quantizer", "method", "calls", "consumer_weights"}}``: how each toolchain's own
-#: quantizer leaves a recipe's modules in float (user-facing text: it names the toolchain's API).
-HOW_TO_APPLY: dict[str, dict[str, str]] = {
-    "xnnpack": _XNNPACK_ENTRY,
-    "portable": _XNNPACK_ENTRY,   # etlens quantizes portable builds with XNNPACK's quantizer
-    "qnn": {
-        "quantizer": "QnnQuantizer",
-        "method": "discard_nodes",
-        "calls": _QNN,
-        "consumer_weights": "the module is left unquantized as a whole (QNN runs it in float)",
-    },
-}
-for _target in ("ethos-u55-128", "ethos-u65-256", "ethos-u85-256"):
-    HOW_TO_APPLY[_target] = {**_ARM_ENTRY, "calls": _ARM.replace("{target}", _target)}
-
 _GENERIC = {
     "quantizer": "the backend's pt2e quantizer",
     "method": "unannotate",
-    "calls": _LOAD + '''
+    "calls": FILTER_PREAMBLE + '''
 # Your quantizer has no module filter: after its annotate(), remove the annotations of the kept
 # modules' nodes (what etlens.builder.recipe.keep_float_quantizer does):
 #     for node in gm.graph.nodes:
@@ -128,9 +57,38 @@ _GENERIC = {
 }
 
 
+
 def how_to_apply(backend: str | None) -> dict[str, str]:
-    """The entry of :data:`HOW_TO_APPLY` for ``backend`` (a build name), or the generic one."""
-    return HOW_TO_APPLY.get(backend or "", _GENERIC)
+    """How the toolchain of build name ``backend`` leaves a recipe's modules in float.
+
+    ``{"quantizer", "method", "calls", "consumer_weights"}``, from the backend's folder (its ``build``
+    module's ``recipe_apply(build_name)``, found through the backends registry), else the generic entry
+    (remove the kept modules' annotations after ``annotate``)."""
+    import importlib
+
+    from ..backends import for_build
+
+    b = for_build(backend or "")
+    spec = b.hooks.get("build") if b is not None else None
+    if isinstance(spec, str):
+        fn = getattr(importlib.import_module(spec.split(":", 1)[0]), "recipe_apply", None)
+        entry = fn(backend) if fn is not None else None
+        if entry:
+            return entry
+    return _GENERIC
+
+
+def how_to_apply_all() -> dict[str, dict[str, str]]:
+    """``{build name: entry}`` for every registered build name whose backend says how (docs, tests)."""
+    from ..backends import all_backends
+
+    out = {}
+    for b in all_backends():
+        for name in b.builds:
+            entry = how_to_apply(name)
+            if entry is not _GENERIC:
+                out[name] = entry
+    return out
 
 
 def _normal(path: str) -> str:

@@ -37,7 +37,7 @@ from typing import Any
 
 __all__ = ["ETHOSU_TARGETS", "ethosu_compile_spec", "ethosu_quantizer", "ethosu_partitioner",
            "ethosu_edge_compile_config", "VelaCapture", "vela_sidecar", "write_sidecar", "sidecar_path",
-           "observe_arm_passes"]
+           "observe_arm_passes", "recipe_apply"]
 
 #: The configurations registered as backends (``--backend NAME``), each with the Arm backend's default
 #: Vela system configuration and memory mode: U55 ``Shared_Sram``, U65 ``Dedicated_Sram_384KB`` (scratch
@@ -363,3 +363,32 @@ def config(name: str) -> Any:
 TOSA_ADVICE = ("pip install 'etlens[ethos-u]' && pip install --no-deps tosa-tools==2026.5.0 (tosa-tools provides "
                "tosa_serializer, which the Arm TOSA passes import; --no-deps because its exact pins would "
                "downgrade numpy and flatbuffers)")
+
+
+_RECIPE_CALLS = '''import json
+
+keep = json.load(open("recipe.json"))["keep_float"]
+
+from executorch.backends.arm.ethosu import EthosUCompileSpec
+from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_quantization_config
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+quantizer = EthosUQuantizer(EthosUCompileSpec("{target}")).set_global(get_symmetric_quantization_config())
+for path in keep:
+    quantizer.set_module_name(path, None)            # None: leave the module unquantized
+gm = torch.export.export(model, inputs).module(check_guards=False)
+prepared = prepare_pt2e(gm, quantizer)
+prepared(*inputs)                                    # calibrate
+quantized = convert_pt2e(prepared)                   # then export and lower as usual (EthosUPartitioner)
+'''
+
+
+def recipe_apply(build_name: str) -> dict[str, str]:
+    """How the Arm quantizer keeps a recipe's modules in float (the recipe file's ``apply`` block)."""
+    return {
+        "quantizer": "EthosUQuantizer (TOSAQuantizer)",
+        "method": "module_name_none",
+        "calls": _RECIPE_CALLS.replace("{target}", build_name),
+        "consumer_weights": "the module is left unquantized as a whole; Ethos-U runs float ops on the CPU, not "
+                            "the NPU",
+    }

@@ -6,7 +6,7 @@ from typing import Any
 
 from etlens.builder.backends import ET_HINT, BackendConfig, get_backend
 
-__all__ = ["config", "QUANTIZER_FROM"]
+__all__ = ["config", "QUANTIZER_FROM", "recipe_apply"]
 
 #: the build whose pt2e quantizer ``--backend portable --quantize`` uses: its quantized_decomposed ops
 #: run on the portable runtime as they are (looked up in the registry, not imported)
@@ -26,3 +26,13 @@ def config(name: str) -> BackendConfig:
         install_hint=ET_HINT,
         quantizer_factory=_quantizer,
     )
+
+
+
+
+
+def recipe_apply(build_name: str) -> dict[str, str]:
+    """Portable builds are quantized with the CPU delegate's quantizer: its way of keeping modules in float."""
+    from etlens.builder.recipe_apply import how_to_apply
+
+    return how_to_apply(QUANTIZER_FROM)

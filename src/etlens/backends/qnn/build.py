@@ -21,7 +21,7 @@ from typing import Any
 from etlens.builder.backends import BackendConfig, PassSpec, pass_name
 from etlens.errors import BackendUnavailableError
 
-__all__ = ["config", "QnnHtpConfig", "SOCS", "DEFAULT_SOC"]
+__all__ = ["config", "QnnHtpConfig", "SOCS", "DEFAULT_SOC", "recipe_apply"]
 
 DEFAULT_SOC = "SM8650"
 #: build-name suffix -> QcomChipset member (``qnn-htp-sm8750``)
@@ -148,3 +148,29 @@ def _partitioner(cfg: QnnHtpConfig) -> Any:
     from executorch.backends.qualcomm.partition.qnn_partitioner import QnnPartitioner
 
     return QnnPartitioner(cfg.compile_specs())
+
+
+_RECIPE_CALLS = '''
+
+from executorch.backends.qualcomm.quantizer.quantizer import QnnQuantizer
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+gm = torch.export.export(model, inputs).module()
+quantizer = QnnQuantizer()                           # your backend / SoC / default quant config
+quantizer.add_discard_nodes([n.name for n in gm.graph.nodes if not quantize_node(n)])
+prepared = prepare_pt2e(gm, quantizer)
+prepared(*inputs)                                    # calibrate
+quantized = convert_pt2e(prepared)                   # then export and lower as usual (QnnPartitioner)
+'''
+
+
+def recipe_apply(build_name: str) -> dict[str, str]:
+    """How QnnQuantizer keeps a recipe's modules in float (the recipe file's ``apply`` block)."""
+    from etlens.builder.recipe_apply import FILTER_PREAMBLE
+
+    return {
+        "quantizer": "QnnQuantizer",
+        "method": "discard_nodes",
+        "calls": FILTER_PREAMBLE + _RECIPE_CALLS,
+        "consumer_weights": "the module is left unquantized as a whole (QNN runs it in float)",
+    }

@@ -11,7 +11,7 @@ from typing import Any
 
 from etlens.builder.backends import ET_HINT, BackendConfig
 
-__all__ = ["config", "quantizer"]
+__all__ = ["config", "quantizer", "recipe_apply"]
 
 
 def quantizer() -> Any:
@@ -56,3 +56,30 @@ def config(name: str) -> BackendConfig:
         edge_compile_config=_edge_config,
         partitioner_factory=_partitioner,
     )
+
+
+_RECIPE_CALLS = '''
+
+from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+    XNNPACKQuantizer, get_symmetric_quantization_config)
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+quantizer.set_filter_function(quantize_node)
+prepared = prepare_pt2e(torch.export.export(model, inputs).module(), quantizer)
+prepared(*inputs)                                    # calibrate
+quantized = convert_pt2e(prepared)                   # then export and lower as usual (XnnpackPartitioner)
+'''
+
+
+def recipe_apply(build_name: str) -> dict[str, str]:
+    """How XNNPACK's own quantizer keeps a recipe's modules in float (the recipe file's ``apply`` block)."""
+    from etlens.builder.recipe_apply import FILTER_PREAMBLE
+
+    return {
+        "quantizer": "XNNPACKQuantizer",
+        "method": "filter",
+        "calls": FILTER_PREAMBLE + _RECIPE_CALLS,
+        "consumer_weights": "XNNPACK cannot run a float input against int8 weights (the runtime refuses the "
+                            "graph): its weights stay float with its input",
+    }
