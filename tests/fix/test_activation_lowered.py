@@ -22,7 +22,7 @@ pytest.importorskip("executorch")
 
 from culprits import make_case  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.executorch]
+pytestmark = [pytest.mark.executorch]
 
 
 def test_activation_culprit_fixed_on_xnnpack(tmp_path):

@@ -4,8 +4,9 @@
 up-projection (``intermediate.dense``; seeds 0 and 1: layer 0 and layer 1), which the GELU passes on
 and the down-projection ignores. XNNPACK static int8 (per-channel weights): the planted module is the
 top-1 introduced-error module, and keeping it and its consumer (``output.dense``) in float lowers the
-output MSE. The residual stream carries most of the signal, so the int8 output is already ~37 dB and
-the gain is modest (measured 36.5 -> 37.6 dB and 37.2 -> 37.8 dB). PyTorch only; ~60 CPU-s: slow.
+output MSE. Seed 0 is the fast case, seed 1 the heavy tier's. The residual stream carries most of the
+signal, so the int8 output is already ~37 dB and
+the gain is modest (measured 36.5 -> 37.6 dB and 37.2 -> 37.8 dB). PyTorch only; ~30 CPU-s a seed.
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ pytest.importorskip("executorch.backends.xnnpack.quantizer.xnnpack_quantizer")
 
 from culprits import make_case  # noqa: E402
 
-pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_bert_ffn_activation_culprit(seed):
     from etlens.analysis.fix.search import output_error
     from etlens.analysis.numerics.introduced import introduced_errors

@@ -23,7 +23,7 @@ pytest.importorskip("executorch")
 
 from culprits import make_case, write_model_file  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.executorch]
+pytestmark = [pytest.mark.executorch]
 
 
 def _mse(model, inputs, ep, keep):
@@ -35,6 +35,7 @@ def _mse(model, inputs, ep, keep):
         return float(((q(*inputs) - ep.module()(*inputs)) ** 2).mean())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_fix_contract(tmp_path, seed):
     from etlens.cli.main import main
