@@ -36,7 +36,17 @@ def _key() -> str:
 
 @pytest.fixture(scope="session")
 def inside_docs() -> dict[str, dict]:
-    """``{case: the JSON document of inside_delegates}`` for every case of :data:`CASES`."""
+    """``{case: the JSON document of inside_delegates}`` for every case of :data:`CASES` (the heavy tier)."""
+    return _docs(CASES)
+
+
+@pytest.fixture(scope="session")
+def inside_faults() -> dict[str, dict]:
+    """The planted-fault cases alone (:data:`FAULTS`: small models, the fast tier)."""
+    return _docs(FAULTS)
+
+
+def _docs(cases: list[str]) -> dict[str, dict]:
     if not HAS_EXECUTORCH:
         pytest.skip("needs the executorch extra")
     from filelock import FileLock
@@ -44,7 +54,7 @@ def inside_docs() -> dict[str, dict]:
     out = CACHE / f"inside-{_key()}"
     out.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out / ".lock")):
-        missing = [c for c in CASES if not (out / f"{c}.json").exists()]
+        missing = [c for c in cases if not (out / f"{c}.json").exists()]
         procs = [subprocess.Popen([sys.executable, str(HERE / "_build.py"), str(out), *missing[i::2]],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(2) if missing[i::2]]
@@ -53,7 +63,7 @@ def inside_docs() -> dict[str, dict]:
             _o, err = p.communicate()
             if p.returncode != 0:
                 errors.append(err[-4000:])
-    docs = {c: json.loads((out / f"{c}.json").read_text()) for c in CASES if (out / f"{c}.json").exists()}
-    if errors and len(docs) < len(CASES):
+    docs = {c: json.loads((out / f"{c}.json").read_text()) for c in cases if (out / f"{c}.json").exists()}
+    if errors and len(docs) < len(cases):
         raise RuntimeError("inside-delegates builds failed:\n" + "\n".join(errors))
     return docs

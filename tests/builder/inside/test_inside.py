@@ -12,8 +12,8 @@ pytestmark = pytest.mark.xdist_group("inside")
 
 
 @pytest.mark.parametrize("case", FAULTS)
-def test_injected_fault_is_first_divergence(inside_docs, case):
-    doc = inside_docs[case]
+def test_injected_fault_is_first_divergence(inside_faults, case):
+    doc = inside_faults[case]
     assert "error" not in doc, doc["error"]
     fd = doc["first_divergence"]
     assert fd is not None, f"{case}: no value crosses SNR 10 dB"
@@ -29,6 +29,7 @@ def test_injected_fault_is_first_divergence(inside_docs, case):
     assert fd["source_line"] and "faults.py" in fd["source_line"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,variant", CORPUS)
 def test_corpus_rows_inside_delegates(inside_docs, model, variant):
     doc = inside_docs[f"{model}_{variant}"]
@@ -61,8 +62,8 @@ def test_corpus_rows_inside_delegates(inside_docs, model, variant):
     assert doc["method"]["name"] == "instrumented-outputs"
 
 
-def test_json_names(inside_docs):
-    doc = inside_docs["fault_mlp"]
+def test_json_names(inside_faults):
+    doc = inside_faults["fault_mlp"]
     assert {"metric", "threshold", "rows", "first_divergence", "observer_effect", "method"} <= set(doc)
     row = doc["rows"][0]
     assert {"aot_ops", "debug_handles", "module_path", "inside_delegate", "backend", "gap",
@@ -70,6 +71,7 @@ def test_json_names(inside_docs):
     assert {"node", "module_path", "gap", "source_line"} <= set(doc["first_divergence"])
 
 
+@pytest.mark.slow
 def test_same_values_as_tap_compare(inside_docs):
     """Where upstream's tap works (ConvNeXt), the backend's values match its runtime statistics."""
     ours = {r["node"]: r for r in inside_docs["convnext_fp32"]["rows"] if r["inside_delegate"]}
