@@ -88,12 +88,12 @@ def test_gap_cli_introduced_column(tmp_path):
 
 
 def test_fix_overlay_is_model_explorer_node_data(clusters, tmp_path):
-    from etlens.cli.fix import _write_overlay
+    from etlens.cli.fix import _overlay, _write_json
     from etlens.views.model_explorer import load_node_values
 
     rows_c, _ = clusters
     path = str(tmp_path / "introduced.json")
-    _write_overlay(path, rows_c)
+    _write_json(path, _overlay(rows_c))
     values = load_node_values(path)  # what `etlens model-explorer … --node-data introduced=FILE` reads
     assert values["linear_2"] == values["relu_2"] == rows_c[0].introduced
     assert max(values, key=values.get) in rows_c[0].nodes
