@@ -14,10 +14,10 @@ from tests.conftest import CACHE, HAS_EXECUTORCH, ROOT
 
 HERE = Path(__file__).resolve().parent
 FAULTS = ["fault_mlp", "fault_cnn", "fault_transformer"]
-#: corpus models inside delegates: an encoder in both precisions, a decoder and a ViT in int8, a CNN in fp32
-#: (compared with tap_compare); sized to the CI budget (mobilevit: 3 cycles now but ~200 s to build,
+#: corpus models inside delegates: an encoder and a ViT in int8, a CNN in fp32 (compared with tap_compare);
+#: sized to the CI budget (bert fp32 and gpt2 int8 went for time; mobilevit: ~200 s to build,
 #: docs/inside-delegates.md)
-CORPUS = [("bert", "fp32"), ("bert", "int8"), ("gpt2", "int8"), ("vit", "int8"), ("convnext", "fp32")]
+CORPUS = [("bert", "int8"), ("vit", "int8"), ("convnext", "fp32")]
 CASES = FAULTS + [f"{m}_{v}" for m, v in CORPUS] + ["tap_convnext"]
 
 
