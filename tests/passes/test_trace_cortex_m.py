@@ -217,10 +217,10 @@ def test_quantize_capture_has_no_guards_fn():
 
 
 def test_import_advice_names_what_to_install():
-    from etlens.builder.backends import import_advice
+    from etlens.builder.backends import get_backend, import_advice
 
     exc = ModuleNotFoundError("No module named 'tosa_serializer'", name="tosa_serializer")
-    text = import_advice(exc)
+    text = import_advice(exc, advice=get_backend("cortex_m").module_advice)  # the backend's own advice
     assert "etlens[cortex-m]" in text and "tosa-tools==2026.5.0" in text
     exc = ImportError("cannot import name 'override' from 'typing' (/usr/lib/python3.11/typing.py)")
     assert "typing.override, new in Python 3.12" in import_advice(exc)
