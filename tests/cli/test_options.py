@@ -13,7 +13,7 @@ from etlens.cli.main import build_parser, main
 from etlens.cli.options import EXIT_CODES, EXIT_GATE, EXIT_OK, EXIT_USAGE, FORMATS, flatten, render_rows
 
 #: subcommands that write a document or files rather than print rows (their -o is the written file)
-WRITES_FILES = {"report", "view", "trace", "model-explorer", "collect"}
+WRITES_FILES = {"report", "view", "trace", "model-explorer", "collect", "mcp"}  # mcp: a server, no data output
 
 
 def _subparsers() -> dict:
