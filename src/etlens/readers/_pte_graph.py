@@ -353,9 +353,10 @@ def program_summary(art: "PteArtifact") -> dict[str, Any]:
     eh = program.extended_header
     inner: dict[str, list[Any]] = {}  # backend label -> its decoded nodes that may carry debug handles
     for p in program.execution_plan:
-        for d in p.delegates:
-            if d.decoded is not None and getattr(d.decoded, "nodes", None):
-                inner.setdefault(by_name(d.backend).label if d.backend else d.id, []).extend(d.decoded.nodes)
+        for dg in p.delegates:
+            if dg.decoded is not None and getattr(dg.decoded, "nodes", None):
+                known = by_name(dg.backend) if dg.backend else None
+                inner.setdefault(known.label if known is not None else dg.id, []).extend(dg.decoded.nodes)
     if inner:
         handles = "; ".join(f"{sum(1 for n in nodes if getattr(n, 'debug_handle', None))}/{len(nodes)} {label} "
                             "nodes carry a debug handle" for label, nodes in inner.items())
