@@ -56,12 +56,18 @@ def _corpus(heavy: bool) -> SimpleNamespace:
               cases)
     # fp32 planted faults of seeds 0..9: the fp32 build with one weight scaled in the .pte itself
     # (tests/llm_diff/plant.py: byte for byte what export_llama makes from the disturbed checkpoint)
+    # under the corpus's lock: two test workers ask for the same planted files at once
+    from filelock import FileLock
+
     base = cases["fp32"]
+    with FileLock(str(out / ".plant.lock")):
+        for seed in range(PLANTED_SEEDS):
+            d = out / "planted" / f"fp32_fault{seed}"
+            if not (d / "model.pte").exists():
+                planted_pte(base.dir, fault_of(seed), str(d))
     for seed in range(PLANTED_SEEDS):
         name = f"fp32_fault{seed}"
         d = out / "planted" / name
-        if not (d / "model.pte").exists():
-            planted_pte(base.dir, fault_of(seed), str(d))
         cases[name] = SimpleNamespace(**{**vars(base), "name": name, "dir": str(d), "pte": str(d / "model.pte"),
                                          "etrecord": str(d / "etrecord.bin"), "fault": {"seed": seed, **fault_of(seed)},
                                          "planted": "in the .pte"})

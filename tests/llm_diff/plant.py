@@ -36,9 +36,10 @@ def planted_pte(base_dir: str, fault: dict, out_dir: str) -> str:
     path = os.path.join(out_dir, "model.pte")
     data = data.replace(old, new)
     data = data.replace(hashlib.sha256(old).hexdigest().encode(), hashlib.sha256(new).hexdigest().encode())
-    with open(path + ".tmp", "wb") as f:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
         f.write(data)
-    os.replace(path + ".tmp", path)
+    os.replace(tmp, path)
     rec = os.path.join(out_dir, "etrecord.bin")
     if not os.path.exists(rec):
         try:
