@@ -8,6 +8,9 @@ import pytest
 from etlens.analysis.build_diff import diff_builds
 from tests.build_diff.corpus import PAIRS
 
+#: one worker builds the corpus while the other goes on (``--dist loadgroup``), instead of waiting on its lock
+pytestmark = pytest.mark.xdist_group("build_diff")
+
 
 def _pair(name, fast_corpus, slow_corpus):
     base = PAIRS[name][0]

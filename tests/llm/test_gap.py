@@ -21,10 +21,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tests.conftest import CACHE, ROOT
+from tests.llm.conftest import case_params
 
 #: every test that reads the LLM corpus runs on one xdist worker (``--dist loadgroup``): the other worker
 #: goes on with other tests while this one builds the corpus, instead of waiting on its file lock
@@ -34,23 +36,20 @@ HERE = Path(__file__).resolve().parent
 CASES = ("fp32_dynamic", "q8da4w_dynamic", "fp32_static")
 
 
-@pytest.fixture(scope="session")
-def et_gap(llm_corpus):
-    """``{case: namespace + prefill dump paths + ExecuTorch's rows}``, built once per corpus and script."""
+def _reference(case) -> SimpleNamespace:
+    """``case`` + its one-run prefill dump paths + ExecuTorch's rows (``et_reference.py``), built once per case."""
     from filelock import FileLock
 
-    key = hashlib.sha256((HERE / "et_reference.py").read_bytes()
-                         + Path(llm_corpus[CASES[0]].dir).parent.name.encode()).hexdigest()[:12]
+    key = hashlib.sha256((HERE / "et_reference.py").read_bytes() + Path(case.dir).parent.name.encode()
+                         + case.name.encode()).hexdigest()[:12]
     out = CACHE / f"llm-gap-{key}"
     out.mkdir(parents=True, exist_ok=True)
+    d = out / case.name
     with FileLock(str(out / ".lock")):
         if not (out / "done").exists():
-            jobs = []
-            for case in CASES:
-                c = llm_corpus[case]
-                first = next(call for call in c.calls if call["method"] == "forward")
-                jobs.append({"pte": c.pte, "etrecord": c.etrecord, "out": str(out / case),
-                             "tokens": first["tokens"], "input_pos": first["input_pos"]})
+            first = next(call for call in case.calls if call["method"] == "forward")
+            jobs = [{"pte": case.pte, "etrecord": case.etrecord, "out": str(d), "tokens": first["tokens"],
+                     "input_pos": first["input_pos"]}]
             (out / "jobs.json").write_text(json.dumps(jobs))
             env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
             proc = subprocess.run([sys.executable, str(HERE / "et_reference.py"), str(out / "jobs.json")],
@@ -58,15 +57,25 @@ def et_gap(llm_corpus):
             if proc.returncode != 0:
                 raise RuntimeError(f"et_reference.py failed:\n{proc.stderr[-4000:]}")
             (out / "done").write_text("ok")
-    cases = {}
-    for case in CASES:
-        c = llm_corpus[case]
-        d = out / case
-        c.prefill_etdp, c.prefill_debug, c.prefill_inputs = (str(d / "prefill.etdp"), str(d / "prefill.debug.bin"),
-                                                            str(d / "prefill.inputs.pt"))
-        c.executorch_rows = json.loads((d / "executorch_gap.json").read_text())
-        cases[case] = c
-    return cases
+    c = SimpleNamespace(**vars(case))
+    c.prefill_etdp, c.prefill_debug, c.prefill_inputs = (str(d / "prefill.etdp"), str(d / "prefill.debug.bin"),
+                                                        str(d / "prefill.inputs.pt"))
+    c.executorch_rows = json.loads((d / "executorch_gap.json").read_text())
+    return c
+
+
+@pytest.fixture(scope="session")
+def et_gap(llm_corpus):
+    """``et_gap[case]``: the corpus case with ExecuTorch's reference rows, each computed when first read."""
+    cache: dict[str, SimpleNamespace] = {}
+
+    class _Refs:
+        def __getitem__(self, name: str) -> SimpleNamespace:
+            if name not in cache:
+                cache[name] = _reference(llm_corpus[name])
+            return cache[name]
+
+    return _Refs()
 
 
 def _same_gap(a, b) -> bool:
@@ -94,7 +103,7 @@ def assert_rows_equal(df, rows) -> None:
         assert all(_same_gap(g, t) for g, t in zip(mine.gap, theirs["gap"])), (mine.aot_ops, mine.gap, theirs["gap"])
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", case_params(CASES))
 def test_gap_equals_executorch_without_recorded_inputs(et_gap, case):
     """No representative inputs anywhere: etlens recovers them from the debug buffer; rows equal ExecuTorch's."""
     from etlens import Inspector
@@ -128,13 +137,14 @@ def test_gap_cli_on_prefill_decode_dump(et_gap, tmp_path):
     assert all(_same_gap(g, t) for r, th in zip(rows, theirs) for g, t in zip(r["gap"], th["gap"]))
 
 
-def test_gap_inputs_flag_and_errors(et_gap, tmp_path, capsys):
+@pytest.mark.parametrize("case", case_params(("fp32_dynamic", "q8da4w_dynamic")))
+def test_gap_inputs_flag_and_errors(et_gap, case, tmp_path, capsys):
     """``--inputs`` gives the same rows; a bad file and a missing file are one-line errors naming the fix."""
     import torch
 
     from etlens.cli.main import main
 
-    c = et_gap["q8da4w_dynamic"]
+    c = et_gap[case]
     out = tmp_path / "gap.json"
     code = main(["gap", "--etdump", c.prefill_etdp, "--etrecord", c.etrecord, "--debug-buffer", c.prefill_debug,
                  "--inputs", c.prefill_inputs, "--format", "json", "-o", str(out)])
@@ -175,7 +185,7 @@ def test_no_inputs_error_names_both_ways():
     assert "--inputs" in text and "update_representative_inputs" in text and "'tokens'" in text
 
 
-@pytest.mark.parametrize("case,run", [("fp32_dynamic", 2), ("fp32_static", 3)])
+@pytest.mark.parametrize("case,run", [("fp32_dynamic", 2), pytest.param("fp32_static", 3, marks=pytest.mark.slow)])
 def test_gap_later_run_replays_the_kv_cache(et_gap, case, run):
     """``run=N`` compares forward's N-th run: inputs of runs 0..N recovered, the KV cache carried in the reference.
 

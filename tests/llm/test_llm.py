@@ -14,11 +14,15 @@ import warnings
 import numpy as np
 import pytest
 
+from tests.llm.build import CASES as LLM_CASES
+from tests.llm.conftest import case_params
+
 #: every test that reads the LLM corpus runs on one xdist worker (``--dist loadgroup``): the other worker
 #: goes on with other tests while this one builds the corpus, instead of waiting on its file lock
 pytestmark = pytest.mark.xdist_group("llm")
 
-CLI_CASES = ("fp32_dynamic", "q8da4w_dynamic")  # CLI smoke on two; the numbers below on all three
+CLI_CASES = case_params(("fp32_dynamic", "q8da4w_dynamic"))  # CLI smoke on two; the numbers below on all three
+ALL_CASES = case_params(LLM_CASES)
 
 
 def _cli(args: list[str], capsys) -> tuple[int, str, str]:
@@ -52,86 +56,84 @@ def _forward_truth(case) -> float:
     return float(np.mean([t for t, c in zip(times, calls) if c["method"] == "forward"]))
 
 
-@pytest.fixture(scope="session")
-def executorch_forward_avg(llm_corpus) -> dict[str, float]:
-    """ExecuTorch's Inspector on each timing-only dump: Method::execute avg of the block that ran operators."""
+def _executorch_forward_avg(case) -> float:
+    """ExecuTorch's Inspector on the timing-only dump: Method::execute avg of the block that ran operators."""
     from executorch.devtools import Inspector as EtInspector
 
-    out = {}
-    for name, case in llm_corpus.items():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            insp = EtInspector(etdump_path=case.etdump_profile, etrecord=case.etrecord)
-        blocks = [b for b in insp.event_blocks if any(e.name == "DELEGATE_CALL" for e in b.events)]
-        assert len(blocks) == 1, [b.name for b in insp.event_blocks]
-        ex = [e for e in blocks[0].events if e.name == "Method::execute"]
-        out[name] = float(ex[0].perf_data.avg)
-    return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        insp = EtInspector(etdump_path=case.etdump_profile, etrecord=case.etrecord)
+    blocks = [b for b in insp.event_blocks if any(e.name == "DELEGATE_CALL" for e in b.events)]
+    assert len(blocks) == 1, [b.name for b in insp.event_blocks]
+    ex = [e for e in blocks[0].events if e.name == "Method::execute"]
+    return float(ex[0].perf_data.avg)
 
 
-def test_headline_is_forward_not_an_average_of_methods(llm_corpus, executorch_forward_avg):
+@pytest.mark.parametrize("name", ALL_CASES)
+def test_headline_is_forward_not_an_average_of_methods(llm_corpus, name):
     from etlens.report.collect import ReportInputs, collect
 
-    for name, case in llm_corpus.items():
-        # the timing-only dump: ExecuTorch's per-method average is the reference
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", UserWarning)  # no false "ETRecord does not match" warning
-            data = collect(ReportInputs(etdump=case.etdump_profile, etrecord=case.etrecord,
-                                        pte=case.pte))
-        assert data.method == "forward"
-        assert data.runs == case.forward_runs
-        assert data.total_latency_ms == pytest.approx(executorch_forward_avg[name], rel=1e-9), name
-        # the dump with intermediate outputs (ExecuTorch's Inspector asserts on it): raw timestamps are the truth
-        data = collect(ReportInputs(etdump=case.etdump, etrecord=case.etrecord, debug_buffer=case.debug_buffer,
+    case = llm_corpus[name]
+    # the timing-only dump: ExecuTorch's per-method average is the reference
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no false "ETRecord does not match" warning
+        data = collect(ReportInputs(etdump=case.etdump_profile, etrecord=case.etrecord,
                                     pte=case.pte))
-        assert data.method == "forward" and data.runs == case.forward_runs
-        assert data.total_latency_ms == pytest.approx(_forward_truth(case), rel=1e-9), name
-        others = [m for m in data.methods if m.method != "forward"]
-        assert sum(m.runs for m in others) == len(case.calls) - case.forward_runs
-        # (not asserted: that each metadata call took less time than forward — those calls are measured live, once
-        # each, for a few microseconds, and one preemption on a busy machine makes one longer than a forward)
-        # the delegated share is the one `inspect` prints (same method, same definition)
-        share = data.delegated_time_share
-        assert share is not None and 0 < share < 1
-        from etlens.views.tables import summary_paragraph
+    assert data.method == "forward"
+    assert data.runs == case.forward_runs
+    assert data.total_latency_ms == pytest.approx(_executorch_forward_avg(case), rel=1e-9), name
+    # the dump with intermediate outputs (ExecuTorch's Inspector asserts on it): raw timestamps are the truth
+    data = collect(ReportInputs(etdump=case.etdump, etrecord=case.etrecord, debug_buffer=case.debug_buffer,
+                                pte=case.pte))
+    assert data.method == "forward" and data.runs == case.forward_runs
+    assert data.total_latency_ms == pytest.approx(_forward_truth(case), rel=1e-9), name
+    others = [m for m in data.methods if m.method != "forward"]
+    assert sum(m.runs for m in others) == len(case.calls) - case.forward_runs
+    # (not asserted: that each metadata call took less time than forward — those calls are measured live, once
+    # each, for a few microseconds, and one preemption on a busy machine makes one longer than a forward)
+    # the delegated share is the one `inspect` prints (same method, same definition)
+    share = data.delegated_time_share
+    assert share is not None and 0 < share < 1
+    from etlens.views.tables import summary_paragraph
 
-        text = summary_paragraph(data.inspector)  # what `etlens inspect` prints
-        assert f"Delegated share of operator time: {100 * share:.1f}%." in text, text
+    text = summary_paragraph(data.inspector)  # what `etlens inspect` prints
+    assert f"Delegated share of operator time: {100 * share:.1f}%." in text, text
 
 
-def test_prefill_decode_labels_match_the_manifest(llm_corpus):
+@pytest.mark.parametrize("name", ALL_CASES)
+def test_prefill_decode_labels_match_the_manifest(llm_corpus, name):
     from etlens.analysis.inspector import Inspector
     from etlens.analysis.llm import llm_profile
 
-    for name, case in llm_corpus.items():
-        insp = Inspector(etdump_path=case.etdump, etrecord=case.etrecord, debug_buffer_path=case.debug_buffer,
-                         pte=case.pte)
-        prof = llm_profile(insp)
-        assert prof is not None and prof.method == "forward"
-        truth = [c for c in case.calls if c["method"] == "forward"]
-        assert [(r.n_tokens, r.input_pos) for r in prof.runs] == [(c["n_tokens"], c["input_pos"]) for c in truth]
-        assert [r.phase for r in prof.runs] == [c["phase"] for c in truth], name
-        assert prof.phases["prefill"].tokens == case.prompt_tokens
-        if case.dynamic_shape:
-            assert prof.runs[0].label == f"prefill ({case.prompt_tokens} tokens)"
-            assert sorted(prof.by_tokens) == [1, case.prompt_tokens]
-        else:  # one token per call: the prompt/generation boundary comes from the greedy rule
-            assert prof.notes and "greedy" in prof.notes[0]
-            # without the .pte the tokens cannot be read back: the documented fallback (position 0 only)
-            bare = llm_profile(Inspector(etdump_path=case.etdump, debug_buffer_path=case.debug_buffer))
-            assert [r.phase for r in bare.runs] == ["prefill"] + ["decode"] * (len(truth) - 1)
-        assert prof.phases["decode"].runs >= case.decode_steps
-        times = _raw_execute_ms(case.etdump)
-        fwd = [t for t, c in zip(times, case.calls) if c["method"] == "forward"]
-        assert [r.time_ms for r in prof.runs] == pytest.approx(fwd, rel=1e-9)
-        dec = prof.phases["decode"]
-        assert dec.tokens_per_s == pytest.approx(1000 * dec.tokens / dec.total_ms)
-        classes = {row[0] for row in prof.class_table()}
-        assert {"attention", "kv_update", "linear", "norm"} <= classes, classes
-        # class times add up to the operator time of each run (no event counted twice or lost)
-        tot = sum(sum(v.values()) for v in prof.class_ms.values())
-        m = next(t for t in _timings(insp) if t.method == "forward")
-        assert tot == pytest.approx((m.operator_avg + m.delegate_avg) * m.runs, rel=1e-6)
+    case = llm_corpus[name]
+    insp = Inspector(etdump_path=case.etdump, etrecord=case.etrecord, debug_buffer_path=case.debug_buffer,
+                     pte=case.pte)
+    prof = llm_profile(insp)
+    assert prof is not None and prof.method == "forward"
+    truth = [c for c in case.calls if c["method"] == "forward"]
+    assert [(r.n_tokens, r.input_pos) for r in prof.runs] == [(c["n_tokens"], c["input_pos"]) for c in truth]
+    assert [r.phase for r in prof.runs] == [c["phase"] for c in truth], name
+    assert prof.phases["prefill"].tokens == case.prompt_tokens
+    if case.dynamic_shape:
+        assert prof.runs[0].label == f"prefill ({case.prompt_tokens} tokens)"
+        assert sorted(prof.by_tokens) == [1, case.prompt_tokens]
+    else:  # one token per call: the prompt/generation boundary comes from the greedy rule
+        assert prof.notes and "greedy" in prof.notes[0]
+        # without the .pte the tokens cannot be read back: the documented fallback (position 0 only)
+        bare = llm_profile(Inspector(etdump_path=case.etdump, debug_buffer_path=case.debug_buffer))
+        assert [r.phase for r in bare.runs] == ["prefill"] + ["decode"] * (len(truth) - 1)
+    assert prof.phases["decode"].runs >= case.decode_steps
+    times = _raw_execute_ms(case.etdump)
+    fwd = [t for t, c in zip(times, case.calls) if c["method"] == "forward"]
+    assert [r.time_ms for r in prof.runs] == pytest.approx(fwd, rel=1e-9)
+    dec = prof.phases["decode"]
+    assert dec.tokens_per_s == pytest.approx(1000 * dec.tokens / dec.total_ms)
+    classes = {row[0] for row in prof.class_table()}
+    assert {"attention", "kv_update", "linear", "norm"} <= classes, classes
+    # class times add up to the operator time of each run (no event counted twice or lost)
+    tot = sum(sum(v.values()) for v in prof.class_ms.values())
+    m = next(t for t in _timings(insp) if t.method == "forward")
+    assert tot == pytest.approx((m.operator_avg + m.delegate_avg) * m.runs, rel=1e-6)
 
 
 def _timings(insp):
@@ -140,34 +142,35 @@ def _timings(insp):
     return method_timings(insp)
 
 
-def test_kv_cache_is_named_state_not_waste(llm_corpus):
+@pytest.mark.parametrize("name", ALL_CASES)
+def test_kv_cache_is_named_state_not_waste(llm_corpus, name):
     from etlens.analysis.memory import analyze_memory, attach_etrecord
     from etlens.readers.etrecord import read as read_etrecord
     from etlens.readers.pte import read
 
-    for name, case in llm_corpus.items():
-        rep = analyze_memory(read(case.pte))
-        attach_etrecord(rep, read_etrecord(case.etrecord))
-        m = rep.method("forward")
-        p = case.params
-        n_layers, head_dim = p["n_layers"], p["dim"] // p["n_heads"]
-        state = m.state
-        assert len(state) == 2 * n_layers, name
-        assert sorted(t.node for t in state) == sorted(f"layers.{i}.attention.kv_cache.{kv}_cache"
-                                                       for i in range(n_layers) for kv in "kv")
-        n = len(m.instructions)
-        assert all(t.first == 0 and t.last == n - 1 for t in state)
-        kv = m.kv_cache()
-        assert kv["max_seq_len"] == case.max_seq_len
-        assert kv["bytes_per_token"] == 2 * n_layers * p["n_kv_heads"] * head_dim * 4
-        assert kv["bytes"] == kv["bytes_per_token"] * case.max_seq_len
-        arena = m.arenas[0]
-        # live all method long: every live-bytes sample includes the cache, so it is never waste
-        assert min(arena.live_bytes) >= kv["bytes"]
-        assert arena.waste <= arena.size - kv["bytes"]
-        assert not [o for o in m.overlaps if o.kind == "conflict"]
-        js = m.to_json()["state"]
-        assert js["bytes_per_token"] == kv["bytes_per_token"]
+    case = llm_corpus[name]
+    rep = analyze_memory(read(case.pte))
+    attach_etrecord(rep, read_etrecord(case.etrecord))
+    m = rep.method("forward")
+    p = case.params
+    n_layers, head_dim = p["n_layers"], p["dim"] // p["n_heads"]
+    state = m.state
+    assert len(state) == 2 * n_layers, name
+    assert sorted(t.node for t in state) == sorted(f"layers.{i}.attention.kv_cache.{kv}_cache"
+                                                   for i in range(n_layers) for kv in "kv")
+    n = len(m.instructions)
+    assert all(t.first == 0 and t.last == n - 1 for t in state)
+    kv = m.kv_cache()
+    assert kv["max_seq_len"] == case.max_seq_len
+    assert kv["bytes_per_token"] == 2 * n_layers * p["n_kv_heads"] * head_dim * 4
+    assert kv["bytes"] == kv["bytes_per_token"] * case.max_seq_len
+    arena = m.arenas[0]
+    # live all method long: every live-bytes sample includes the cache, so it is never waste
+    assert min(arena.live_bytes) >= kv["bytes"]
+    assert arena.waste <= arena.size - kv["bytes"]
+    assert not [o for o in m.overlaps if o.kind == "conflict"]
+    js = m.to_json()["state"]
+    assert js["bytes_per_token"] == kv["bytes_per_token"]
 
 
 @pytest.mark.parametrize("case_name", CLI_CASES)

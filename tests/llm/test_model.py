@@ -29,10 +29,10 @@ def test_oplibs_decides_from_every_spelling(llm_corpus, tmp_path):
                                  "quantized_decomposed::quantize_per_tensor.out"]) == [
         "executorch.kernels.quantized", "torchao"]
     assert oplibs.libraries_for(["aten::mul", "executorch_prim::add", "aten.add.Tensor"]) == []
-    fp32, q = llm_corpus["fp32_dynamic"], llm_corpus["q8da4w_dynamic"]
+    fp32 = llm_corpus["fp32_dynamic"]
     assert oplibs.libraries_for(oplibs.op_names(fp32.pte)) == [llama]  # the .pte's operator table
     # the ETRecord's serialized programs (a zip, scanned before anything is deserialized)
-    assert oplibs.libraries_for(oplibs.op_names(q.etrecord)) == [llama, "torchao"]
+    assert oplibs.libraries_for(oplibs.op_names(fp32.etrecord)) == [llama]
     assert oplibs.load_for(["aten::add"]) == []
 
     from etlens.errors import BackendUnavailableError
@@ -47,6 +47,17 @@ def test_oplibs_decides_from_every_spelling(llm_corpus, tmp_path):
         z.writestr("custom/models/model.json", '{"target": "torch.ops.etlens_nope.my_op.default"}')
     with pytest.raises(BackendUnavailableError, match="etlens_nope::my_op.*ETLENS_OP_LIBRARIES"):
         oplibs.load_for(str(pt2))
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("llm")
+def test_oplibs_reads_the_8da4w_etrecord(llm_corpus):
+    """The 8da4w export's ETRecord calls torchao's affine quantization ops too: both libraries are named."""
+    from etlens.builder import oplibs
+
+    q = llm_corpus["q8da4w_dynamic"]
+    assert oplibs.libraries_for(oplibs.op_names(q.etrecord)) == ["executorch.extension.llm.custom_ops.custom_ops",
+                                                                  "torchao"]
 
 
 @requires_executorch
@@ -64,6 +75,7 @@ def test_report_model_with_llama_custom_ops(tmp_path, capsys):
     assert "custom_sdpa" in html and "update_cache" in html
 
 
+@pytest.mark.slow
 @requires_executorch
 def test_inside_delegates_on_8da4w_llama():
     """Per-op values inside XNNPACK for the 8da4w Llama: computed by the backend, paired with the torch model."""

@@ -28,10 +28,11 @@ import numpy as np
 import pytest
 
 from tests.llm.build_phases import CASES
+from tests.llm.conftest import FAST_MODES, case_params
 
 pytestmark = pytest.mark.xdist_group("llm")
 
-CASE_IDS = [f"{mode}/{c['name']}" for mode, cases in CASES.items() for c in cases]
+CASE_IDS = case_params([f"{mode}/{c['name']}" for mode, cases in CASES.items() for c in cases], FAST_MODES)
 
 
 def _cli(args: list[str], capsys) -> tuple[int, str, str]:
@@ -171,20 +172,21 @@ def test_without_prompt_len_sessions_and_phases_are_inferred(llm_phases, name, c
     assert prof["summary"]["labels"] == "inferred" and prof["summary"]["sessions"] == len(case.sessions)
 
 
-def test_program_facts_from_etrecord_and_pte(llm_phases):
+@pytest.mark.parametrize("name", case_params(["dynamic/p1_g16", "static/p1_g16"], FAST_MODES))
+def test_program_facts_from_etrecord_and_pte(llm_phases, name):
     from etlens.analysis.llm_phases import llm_inputs
     from etlens.readers.etrecord import read
 
-    for mode, dynamic in (("dynamic", True), ("static", False)):
-        case = next(c for c in llm_phases.values() if c.mode == mode)
-        a = llm_inputs(record=read(case.etrecord))
-        b = llm_inputs(pte=case.pte)
-        assert (a.source, b.source) == ("etrecord", "pte")
-        assert a.dynamic is b.dynamic is dynamic and a.has_input_pos and b.has_input_pos
-        if dynamic:  # export_llama's range for the tokens length: 1 .. max_seq_len - 1
-            assert a.max_tokens == b.max_tokens == 383
-        else:
-            assert a.tokens_per_call == b.tokens_per_call == 1
+    case = llm_phases[name]
+    dynamic = case.mode == "dynamic"
+    a = llm_inputs(record=read(case.etrecord))
+    b = llm_inputs(pte=case.pte)
+    assert (a.source, b.source) == ("etrecord", "pte")
+    assert a.dynamic is b.dynamic is dynamic and a.has_input_pos and b.has_input_pos
+    if dynamic:  # export_llama's range for the tokens length: 1 .. max_seq_len - 1
+        assert a.max_tokens == b.max_tokens == 383
+    else:
+        assert a.tokens_per_call == b.tokens_per_call == 1
 
 
 def test_read_labels_unchanged_with_a_debug_buffer(llm_corpus):
@@ -229,6 +231,7 @@ def test_fleet_dataset_carries_phase_and_session(llm_phases, tmp_path, capsys):
         assert r["p50"] == pytest.approx(float(np.median(ms)), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_prompt_len_errors(llm_phases, capsys):
     case = llm_phases["static/p8_g64"]
     base = ["inspect", "--etdump", case.etdump, "--etrecord", case.etrecord, "--llm"]

@@ -14,6 +14,8 @@ import json
 
 import pytest
 
+from tests.llm.conftest import FAST_MODES, case_params
+
 pytestmark = pytest.mark.xdist_group("llm")
 
 
@@ -36,7 +38,7 @@ def _prompt_lens(case) -> str:
     return ",".join(str(p) for p, _ in case.sessions)
 
 
-@pytest.mark.parametrize("name", ["static/multi3", "dynamic/multi4"])
+@pytest.mark.parametrize("name", case_params(["static/multi3", "dynamic/multi4"], FAST_MODES))
 def test_report_llm_section_matches_the_run_log_and_inspect(llm_phases, name, tmp_path, capsys, browser):
     case = llm_phases[name]
     truth = [c for c in case.calls if c["method"] == "forward"]
@@ -89,6 +91,7 @@ def test_report_prompt_len_goes_with_etdump(tmp_path, capsys):
     assert code == 1 and "--prompt-len goes with --etdump" in err
 
 
+@pytest.mark.slow
 def test_collect_prompt_len_labels_a_static_prompt_prefill(llm_phases, tmp_path, capsys):
     """A static-shape program feeds its prompt one token per run, like decode steps: without prompt lengths
     the fleet's ``phase`` column counts only each session's first run as prefill; with them, every run's

@@ -52,7 +52,17 @@ def test_fixtures_memory_and_size(artifacts):
 
 
 def test_corpus_memory_and_size(corpus):
-    assert len(corpus) >= 6
+    assert sorted(corpus) == ["resnet_fp32", "resnet_int8"]
+    _check_corpus(corpus)
+
+
+@pytest.mark.slow
+def test_corpus_rest_memory_and_size(corpus_rest):
+    assert len(corpus_rest) == 4
+    _check_corpus(corpus_rest)
+
+
+def _check_corpus(corpus):
     kinds = set()
     for name, path in corpus.items():
         data = path.read_bytes()

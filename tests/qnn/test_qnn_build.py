@@ -15,6 +15,9 @@ from etlens.errors import BackendUnavailableError
 
 from .conftest import HERE
 
+#: one worker builds the corpus while the other goes on (``--dist loadgroup``), instead of waiting on its lock
+pytestmark = pytest.mark.xdist_group("qnn")
+
 
 def test_without_qnn_libraries_the_error_names_qnn_sdk_root(monkeypatch):
     monkeypatch.delenv("QNN_SDK_ROOT", raising=False)

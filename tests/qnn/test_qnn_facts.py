@@ -9,6 +9,9 @@ from etlens.errors import FormatError
 
 from .conftest import run_json
 
+#: one worker builds the corpus while the other goes on (``--dist loadgroup``), instead of waiting on its lock
+pytestmark = pytest.mark.xdist_group("qnn")
+
 
 @pytest.mark.parametrize("case,precision,profile", [("cnn_fp16", "fp16", 2), ("cnn_int8", "int8", 2),
                                                     ("dump_int8", "int8", 0), ("block_fp16", "fp16", 2)])

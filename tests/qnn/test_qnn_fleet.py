@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from etlens.cli.main import main
 
 from .conftest import run_json
+
+#: one worker builds the corpus while the other goes on (``--dist loadgroup``), instead of waiting on its lock
+pytestmark = pytest.mark.xdist_group("qnn")
 
 
 def test_collect_maps_qnn_per_op_events_to_nodes(qnn_corpus, tmp_path):

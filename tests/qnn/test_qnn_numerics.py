@@ -6,6 +6,9 @@ import pytest
 
 from .conftest import run_json
 
+#: one worker builds the corpus while the other goes on (``--dist loadgroup``), instead of waiting on its lock
+pytestmark = pytest.mark.xdist_group("qnn")
+
 
 def _gap(corpus, case, tmp_path, *extra):
     return run_json(["gap", "--etdump", str(corpus / f"{case}.etdp"), "--etrecord", str(corpus / f"{case}.etrecord"),

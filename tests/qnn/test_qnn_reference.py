@@ -10,6 +10,9 @@ import pytest
 
 from .conftest import run_json
 
+#: one worker builds the corpus while the other goes on (``--dist loadgroup``), instead of waiting on its lock
+pytestmark = pytest.mark.xdist_group("qnn")
+
 
 @pytest.mark.parametrize("case", ["dump_fp16", "dump_int8", "fault_int8"])
 def test_per_op_mse_equals_the_qnn_intermediate_debugger(qnn_corpus, manifest, tmp_path, case):

@@ -15,6 +15,9 @@ from etlens.backends.qnn.events import QnnAttributor, parse_event
 
 from .conftest import run_json
 
+#: one worker builds the corpus while the other goes on (``--dist loadgroup``), instead of waiting on its lock
+pytestmark = pytest.mark.xdist_group("qnn")
+
 PROFILED = ("cnn_fp16", "cnn_int8", "block_fp16", "fallback_fp16")
 _PER_OP = re.compile(r"OpId_\d+ \(cycles\)$")
 
