@@ -42,6 +42,7 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -76,7 +77,7 @@ class Recipe:
         return {"format": RECIPE_FORMAT, "version": RECIPE_VERSION, "backend": self.backend,
                 "keep_float": list(self.keep_float), "modules": [dict(m) for m in self.modules],
                 "apply": {"quantizer": how["quantizer"], "method": how["method"], "calls": how["calls"]},
-                "notes": self.notes}
+                "notes": {k: _finite_or_none(v) for k, v in self.notes.items()}}
 
     def save(self, path: str) -> str:
         """Write the recipe as JSON to ``path`` (two-space indent, no NaN); return the path."""
@@ -366,3 +367,8 @@ def apply_recipe(session: Any, recipe: Recipe | str | Iterable[str], *, name: st
     keep = check_paths(session.model, recipe.keep_float)
     quantizer = recipe_quantizer(session.config, keep, exported=session.exported)
     return session.variant(quantizer=quantizer, name=name or session.name)
+
+
+def _finite_or_none(v: Any) -> Any:
+    """A note as JSON holds it: an infinite SNR (the output equals the float model's) or NaN is ``null``."""
+    return None if isinstance(v, float) and not math.isfinite(v) else v

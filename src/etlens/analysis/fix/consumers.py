@@ -4,7 +4,9 @@ Keeping a culprit in float is not enough when its *output* is what int8 cannot h
 culprit: one channel near 1000 crushing the rest under one per-tensor scale): the next quantized
 op quantizes the same tensor again at its own input, and the damage comes back there. In a
 transformer block the culprit is ``fc1``'s output, which the GELU passes on (in float) to ``fc2``:
-a recipe that keeps only ``fc1`` recovers a fraction of the error; ``fc1`` and ``fc2`` recover it all.
+a recipe that keeps only ``fc1`` recovers a fraction of the error; ``fc1`` and ``fc2`` recover it all. Under a
+quantizer that annotates the GELU too (Qualcomm's, Arm's), the GELU module is a consumer as well, and
+``fc2`` is found through it.
 
 :func:`find_consumers` walks the annotated graph (the backend's quantizer with the kept modules
 already filtered out) from a kept module's nodes through the ops the quantizer leaves unannotated
@@ -26,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-__all__ = ["annotated_module", "find_consumers", "describe_modules"]
+__all__ = ["annotated_module", "find_consumers", "describe_modules", "budget_cost"]
 
 
 def annotated_module(exported: Any, quantizer: Any) -> Any:
@@ -66,11 +68,18 @@ def find_consumers(gm: Any, keep: Iterable[str], model: Any) -> dict[str, str]:
     From each kept module's nodes, follow users through unannotated ops (they run in float and pass
     the float tensor on); an annotated user quantizes the tensor (at its input, or at its output when
     it fuses with it): its innermost module is a consumer when it is a leaf module not already kept (a
-    residual ``add`` of a block's own ``forward`` is not: listing the block would keep all of it)."""
+    residual ``add`` of a block's own ``forward`` is not: listing the block would keep all of it). A
+    consumer without weights (an activation module: Qualcomm's and Arm's quantizers annotate a GELU,
+    XNNPACK's does not) passes the float tensor on, so the walk goes on through it to the next consumer."""
     from ...builder.recipe import node_under
 
     keep = [k for k in keep if k]
     found: dict[str, str] = {}
+    calls: dict[str, int] = {}
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            p = _innermost(n)
+            calls[p] = calls.get(p, 0) + 1
     for k in keep:
         start = [n for n in gm.graph.nodes if n.op == "call_function" and node_under(n, [k])]
         seen = set(start)
@@ -89,7 +98,38 @@ def find_consumers(gm: Any, keep: Iterable[str], model: Any) -> dict[str, str]:
                 path = _innermost(user)
                 if path and not node_under(user, keep) and _is_leaf(model, path):
                     found.setdefault(path, k)
+                    if not _has_weights(model, path) and calls.get(path, 0) == 1:
+                        # an activation module (GELU, SiLU) the quantizer annotates: kept float, it passes
+                        # the same float tensor on, and its users quantize it again (a module called at
+                        # several places, one ReLU shared by every layer, is not walked through)
+                        seen.add(user)
+                        stack.append(user)
     return found
+
+
+def budget_cost(model: Any, keep: Iterable[str]) -> int:
+    """How much of the float budget ``keep`` takes: every module with weights it keeps in float
+    (culprits and consumers alike; a listed container such as a whole block counts every weighted
+    module inside it). An activation module kept so the float tensor passes through it has no
+    weights (no bytes; its float op is what the quantizer was told to leave alone) and takes none."""
+    kept: set[str] = set()
+    for k in keep:
+        try:
+            root = model.get_submodule(k)
+        except AttributeError:
+            kept.add(k)  # not a module path of this model: counted as one
+            continue
+        for name, mod in root.named_modules(prefix=k):
+            if any(True for _ in mod.parameters(recurse=False)):
+                kept.add(name)
+    return len(kept)
+
+
+def _has_weights(model: Any, path: str) -> bool:
+    try:
+        return any(True for _ in model.get_submodule(path).parameters())
+    except AttributeError:
+        return True
 
 
 def describe_modules(keep: list[str], consumers: dict[str, str], culprits: list[Any], quantized: Any, model: Any,

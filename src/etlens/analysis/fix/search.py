@@ -7,7 +7,8 @@
    :func:`~etlens.analysis.fix.consumers.find_consumers`; an activation culprit needs them), and one
    op-type set (:func:`type_candidate`: every module of the type whose modules introduce the most
    error together). The budget (``max_float``, default two modules or 5% of the quantized modules,
-   whichever is more) counts every listed module, consumers included; a set over it is reported
+   whichever is more) counts every listed module with weights, consumers included (an activation module
+   kept so the float tensor passes through it costs nothing); a set over it is reported
    in the notes, never chosen. Each set is pt2e-quantized with the recipe's own quantizer
    (:func:`~etlens.builder.recipe.recipe_quantizer`: the toolchain's module filter, as a user
    applies the file) and run in PyTorch (the fake-quantized QDQ graph): seconds, no lowering.
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ...errors import EtlensError
-from .consumers import annotated_module, describe_modules, find_consumers
+from .consumers import annotated_module, budget_cost, describe_modules, find_consumers
 
 __all__ = ["Candidate", "FixResult", "fix_model", "default_budget", "output_error", "type_candidate"]
 
@@ -49,7 +50,8 @@ __all__ = ["Candidate", "FixResult", "fix_model", "default_budget", "output_erro
 class Candidate:
     """One keep-in-float set: simulated and (when lowered) measured on the runtime."""
 
-    #: every module the set keeps in float (culprits and consumers): the budget counts them all
+    #: every module the set keeps in float (culprits and consumers): the budget counts every one with
+    #: weights (:func:`~etlens.analysis.fix.consumers.budget_cost`)
     keep_float: list[str]
     #: the module type when the set is "every quantized module of this type" (else ``None``)
     op_type: str | None = None
@@ -214,14 +216,14 @@ def fix_model(session: Any, out_dir: str, *, target_snr: float | None = None, ma
     for k in range(1, min(budget, 8) + 1):
         keep = ranked[:k]
         for cand in sim.variants(keep, say, budget=budget):
-            (simulated if len(cand.keep_float) <= budget else over).append(cand)
+            (simulated if budget_cost(session.model, cand.keep_float) <= budget else over).append(cand)
         if target_snr is not None and any((c.simulated_snr_db or -math.inf) >= target_snr for c in simulated[1:]):
             break
     typed = type_candidate(rows, ranked)
     if typed is not None and not any(set(c.keep_float) == set(typed.keep_float) for c in simulated):
         try:
             for cand in sim.variants(typed.keep_float, say, op_type=typed.op_type):
-                (simulated if len(cand.keep_float) <= budget else over).append(cand)
+                (simulated if budget_cost(session.model, cand.keep_float) <= budget else over).append(cand)
         except EtlensError:
             pass  # an extra candidate: the per-module ones stand
     seconds["simulate"] = time.perf_counter() - t1
@@ -317,7 +319,7 @@ class _Simulator:
             consumers = find_consumers(gm, keep, s.model)
         except Exception:  # noqa: BLE001 - without consumers the plain set stands
             consumers = {}
-        if consumers and (budget is None or len(keep) + len(consumers) <= budget):
+        if consumers and (budget is None or budget_cost(s.model, [*keep, *consumers]) <= budget):
             cand = self.run(list(keep) + list(consumers), say, op_type=op_type, consumers=consumers)
             if cand is not None:
                 out.append(cand)
