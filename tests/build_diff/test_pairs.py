@@ -24,6 +24,7 @@ def diffs(fast_corpus):
             for name in ("rebuild", "offload", "naive")}
 
 
+@pytest.mark.slow
 def test_identical_rebuild_is_same(diffs):
     d = diffs["rebuild"]
     assert d.summary["verdict"] == "same", d.headline
@@ -33,6 +34,7 @@ def test_identical_rebuild_is_same(diffs):
     assert d.headline.startswith("B is the same as A within noise")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["offload", "naive"])
 def test_planted_change_is_top_cause(diffs, name):
     _base, kind, module = PAIRS[name]
@@ -44,6 +46,7 @@ def test_planted_change_is_top_cause(diffs, name):
     assert [c.share for c in d.causes] == sorted((c.share for c in d.causes), reverse=True)
 
 
+@pytest.mark.slow
 def test_offload_row_and_headline(diffs):
     d = diffs["offload"]
     row = next(r for r in d.rows if r.module_path == "layers.1" and r.a is not None and r.b is not None)

@@ -85,6 +85,7 @@ def test_trace_cli_with_nested_inputs(tmp_path, capsys):
     assert out.stat().st_size > 1000
 
 
+@pytest.mark.slow
 @requires_executorch
 def test_inside_delegates_with_nested_inputs():
     """Instrumented builds of a model with ``(x, {"h": h0})`` inputs: every value exposed, exact in fp32."""

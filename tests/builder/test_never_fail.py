@@ -44,7 +44,7 @@ def _break_every_optional_stage(monkeypatch) -> None:
 
 
 @requires_executorch
-@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("strict", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_failed_optional_stages_leave_a_complete_report(tmp_path, monkeypatch, capsys, strict):
     from etlens.cli.main import main
 

@@ -208,9 +208,13 @@ def test_delegation_equals_executorch_on_the_lowered_program(corpus_case, case):
 
 
 @pytest.mark.browser
-def test_report_page_lists_delegate_op_types_by_name(corpus_case, browser, tmp_path):
-    """An attention model's DELEGATE_CALL rows: op types by name in the latency table, never characters."""
-    c = built(corpus_case, "gpt2:fp32-xnnpack")
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.xdist_group(c)] + ([] if c in FAST else
+                                                                                           [pytest.mark.corpus]))
+                                  for c in ("resnet:int8-xnnpack", "gpt2:fp32-xnnpack")])
+def test_report_page_lists_delegate_op_types_by_name(corpus_case, case, browser, tmp_path):
+    """DELEGATE_CALL rows (an int8 CNN's, an attention model's): op types by name in the latency table, never
+    characters."""
+    c = built(corpus_case, case)
     page = browser.new_page(viewport={"width": 1400, "height": 1800})
     page.goto("file://" + c.report)
     page.wait_for_load_state("load")
@@ -223,8 +227,8 @@ def test_report_page_lists_delegate_op_types_by_name(corpus_case, browser, tmp_p
         assert "aten." in ops and not ops.startswith("["), row
         assert "[, '" not in ops and ", ', " not in ops, row
     long = [r for r in calls if "ops)" in r[1]]
-    assert long, "gpt2's delegates run more than four ops: the truncated list must say how many"
-    page.screenshot(path=str(tmp_path / "gpt2_report.png"), full_page=False)
+    assert long, "the delegates run more than four ops: the truncated list must say how many"
+    page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
     page.close()
 
 

@@ -100,6 +100,7 @@ def test_recipe_lists_the_consumer_with_what_and_why(fixed):
     assert doc["notes"]["simulated_snr_db"] > 30 and doc["notes"]["int8_snr_db"] < 20, doc["notes"]
 
 
+@pytest.mark.slow
 def test_written_recipe_applied_without_etlens(fixed):
     res, path, culprits = fixed
     model, inputs, _ = make_case("block", 0)

@@ -1,7 +1,7 @@
 """The llm-diff corpus (``tests/llm_diff/build.py``), built once per generator source into the fixture cache.
 
 ``llm_diff_fp32`` (the fast tier) builds the ``fp32`` case alone (one export, ~95 CPU-s);
-``llm_diff_corpus`` (the heavy tier) adds the other cases, built as a second directory (ExecuTorch's
+``llm_diff_corpus`` (the heavy tier) adds the other cases, built as two more directories at once (ExecuTorch's
 ``export_llama`` on seeded 4-layer checkpoints; 10-30 minutes on 2 busy cores, the 8da4w exports are the slow
 part). Both are session-scoped and cached in ``$ETLENS_FIXTURE_CACHE/llm_diff-<hash of build.py +
 export_llama.py + the case names>/``.
@@ -52,8 +52,16 @@ def _corpus(heavy: bool) -> SimpleNamespace:
     cases: dict = {}
     _load(out, cases)
     if heavy:
-        _load(build_once("llm_diff", BUILD, (EXPORT_LLAMA,), args=tuple(c for c in CASES if c not in FAST_CASES)),
-              cases)
+        # the other exports in two directories built at once (two export_llama children: the 8da4w ones take
+        # minutes each, and one after another they were the heavy tier's longest chain)
+        from concurrent.futures import ThreadPoolExecutor
+
+        rest = [c for c in CASES if c not in FAST_CASES]
+        with ThreadPoolExecutor(2) as pool:
+            dirs = list(pool.map(lambda part: build_once("llm_diff", BUILD, (EXPORT_LLAMA,), args=tuple(part)),
+                                 (rest[0::2], rest[1::2])))
+        for d in dirs:
+            _load(d, cases)
     # fp32 planted faults of seeds 0..9: the fp32 build with one weight scaled in the .pte itself
     # (tests/llm_diff/plant.py: byte for byte what export_llama makes from the disturbed checkpoint)
     # under the corpus's lock: two test workers ask for the same planted files at once

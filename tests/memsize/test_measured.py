@@ -70,6 +70,7 @@ def _sum(m: dict) -> int:
     return sum(o["bytes"] for o in m["owners"])
 
 
+@pytest.mark.slow
 def test_contract_and_delegate_packed_weights(progs, xnn):
     """XNNPACK fp32: the contract's fields; peak within 10% of an independent fresh-process measurement;
     owners add up to the peak; the delegate's init allocation is its packed copy of the weights."""
@@ -93,6 +94,7 @@ def test_contract_and_delegate_packed_weights(progs, xnn):
     assert "XnnpackBackend" in m["largest"]["owner"]
 
 
+@pytest.mark.slow
 def test_report_section_and_page(progs, xnn, tmp_path):
     """The report's memory section shows plan vs measured from the sidecar ``<program>.measured.json``."""
     import shutil
@@ -115,6 +117,7 @@ def test_report_section_and_page(progs, xnn, tmp_path):
     assert "Measured: the plan beside what the process used" in page
 
 
+@pytest.mark.slow
 def test_dynamic_shape_upper_bound(progs, tmp_path):
     """A dynamic-length model: the plan is reported as sized for the upper bound; at a quarter of the
     length the live tensors need less than the plan reserves, and the arena is allocated whole anyway."""

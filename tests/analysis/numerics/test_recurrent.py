@@ -94,6 +94,7 @@ def _sizes(df):
     return [(r.aot_intermediate_output.numel(), r.runtime_intermediate_output.numel()) for r in df.itertuples()]
 
 
+@pytest.mark.slow
 @requires_executorch
 def test_lstm_example_rows_are_exact(lstm_example):
     from etlens.analysis.numerics import analyze, first_divergence
@@ -109,6 +110,7 @@ def test_lstm_example_rows_are_exact(lstm_example):
     assert len(remapped) >= 10                             # two per recurrent step at least
 
 
+@pytest.mark.slow
 @requires_executorch
 def test_lstm_example_positional_rule_is_what_went_wrong(lstm_example):
     """ExecuTorch's rule (kept as ``delegate_outputs="executorch"``): wrong rows, but never two sizes in one row."""
@@ -129,6 +131,7 @@ def test_lstm_example_positional_rule_is_what_went_wrong(lstm_example):
     assert right and all((tuple(r.aot_debug_handle), tuple(r.runtime_debug_handle), r.gap[0]) in keys for r in right)
 
 
+@pytest.mark.slow
 @requires_executorch
 def test_lstm_example_gap_cli_has_no_divergence(lstm_example, capsys):
     from etlens.cli.main import main
@@ -148,6 +151,7 @@ def gru(tmp_path_factory):
     return lowered_corpus_model(tmp_path_factory, "gru")
 
 
+@pytest.mark.slow
 @requires_executorch
 def test_gru_layer_is_one_multi_output_row(gru):
     """ExecuTorch raises on this program (IndexError); etlens skips the op by default, as ExecuTorch's table

@@ -98,6 +98,7 @@ def test_view_writes_compare_the_whole_tensor(tmp_path, backend):
     _same_sizes(df)
 
 
+@pytest.mark.slow
 @requires_executorch
 @pytest.mark.parametrize("name", ["beit", "gpt_neox"])
 def test_real_models_show_no_phantom_gap(tmp_path, name):
