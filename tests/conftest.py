@@ -4,6 +4,10 @@
 time and reuses them while the generator and demo models are unchanged. The cache lives in
 ``$ETLENS_FIXTURE_CACHE`` (default ``.cache/fixtures``). Tests that need them are skipped when
 ExecuTorch is not installed; committed tiny artifacts live in ``tests/data``.
+
+Every build in the run keeps one worker child warm for the next (``ETLENS_WARM_CHILDREN=1``,
+:mod:`etlens.builder.warm`; inherited by the build scripts the fixtures start): the suite builds
+hundreds of programs, and each fresh child imports torch and ExecuTorch again (~10 CPU-s).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from types import SimpleNamespace
 
 import pytest
 
+os.environ.setdefault("ETLENS_WARM_CHILDREN", "1")
+
 #: under scripts/test.sh (ETLENS_NO_SKIP=1) a skip is a failure: tests/_no_skip.py
 pytest_plugins = ["tests._no_skip"]
 
@@ -28,14 +34,29 @@ CACHE = Path(os.environ.get("ETLENS_FIXTURE_CACHE", ROOT / ".cache" / "fixtures"
 
 
 def _has_executorch() -> bool:
+    """Whether the executorch extra is installed: found, not imported (``import executorch.exir`` costs ~10
+    CPU-s, paid by every pytest process at start, the collection check's included)."""
+    import importlib.util
+
     try:
-        import executorch.exir  # noqa: F401
-    except Exception:
+        return importlib.util.find_spec("executorch.exir") is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 HAS_EXECUTORCH = _has_executorch()
+
+
+def pytest_configure(config) -> None:
+    """Import ExecuTorch once in each process that runs tests, before any test captures output: its import
+    writes third-party lines (torchao's library probes, torch's pytree warning) that the CLI hides on a
+    terminal but an in-process ``main()`` under ``capsys`` would find in its stderr. Not in the xdist
+    controller nor a ``--collect-only`` run, which run no test."""
+    controller = bool(getattr(config.option, "numprocesses", None)) and not os.environ.get("PYTEST_XDIST_WORKER")
+    if HAS_EXECUTORCH and not config.option.collectonly and not controller:
+        import executorch.exir  # noqa: F401
+
+
 requires_executorch = pytest.mark.skipif(not HAS_EXECUTORCH, reason="needs the executorch extra")
 
 

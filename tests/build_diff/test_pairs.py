@@ -62,9 +62,12 @@ def _execute_ms(directory) -> list[float]:
     """Method::execute of every run, as ExecuTorch's own Inspector reads the ETDump."""
     from executorch.devtools import Inspector as EtInspector
 
-    ins = EtInspector(etdump_path=str(directory / "model.etdp"))
-    return [float(x) for b in ins.event_blocks for e in b.events if e.name == "Method::execute"
-            for x in e.perf_data.raw]
+    out = []
+    for dump in sorted(directory.glob("*.etdp")):  # model.etdp, model.r1.etdp ...: every round of runs
+        ins = EtInspector(etdump_path=str(dump))
+        out += [float(x) for b in ins.event_blocks for e in b.events if e.name == "Method::execute"
+                for x in e.perf_data.raw]
+    return out
 
 
 def test_cli_json_contract_and_ratios(fast_corpus, tmp_path):

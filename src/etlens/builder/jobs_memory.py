@@ -219,7 +219,7 @@ def measure_program(pte: str, *, load: str = "mmap", runs: int = 3, method: str 
         from ..errors import EtlensError
 
         raise EtlensError(f"load mode {load!r}: use 'mmap' (the runtime maps the file) or 'buffer' (read into memory)")
-    with Worker(verbose=verbose) as w:
+    with Worker(verbose=verbose, warm=False) as w:  # measures its own child: never a warm one
         work = w.workdir()
         params: dict[str, Any] = {"pte": os.path.abspath(pte), "load": load, "runs": max(1, int(runs)),
                                   "data": os.path.abspath(data) if data else None,

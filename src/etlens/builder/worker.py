@@ -153,16 +153,24 @@ class Worker:
     or call :meth:`close`.
     """
 
-    def __init__(self, *, verbose: bool = False, prewarm: list[str] | None = None) -> None:
+    def __init__(self, *, verbose: bool = False, prewarm: list[str] | None = None, warm: bool = True) -> None:
         self.verbose = verbose
         #: modules the child imports as soon as it starts, before its first job (see :meth:`start`)
         self.prewarm = list(prewarm or [])
+        #: take a warm child kept by an earlier worker, and leave ours for a later one (:mod:`etlens.builder.warm`,
+        #: off unless turned on there); False for jobs that measure the child itself
+        self.warm = warm and not verbose
         self.jobs = 0
         self.by_job: dict[str, int] = {}
+        #: children this worker used: started, or taken warm from an earlier worker
         self.children = 0
         self._dir = tempfile.mkdtemp(prefix="etlens-worker-")
         self._proc: subprocess.Popen | None = None
         self._log: Any = None
+        self._log_path: str | None = None
+        self._adopted = False  # the child came warm: its "ready" line was read by its first worker
+        self._busy = False  # a job is in flight: its answer not read yet (such a child is never handed on)
+        self._killed = False  # kill() cancels: no later job starts a new child
 
     def __enter__(self) -> Worker:
         return self
@@ -184,14 +192,26 @@ class Worker:
         self._start()
 
     def _start(self) -> subprocess.Popen:
+        from . import warm
+
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
-        self._log = open(os.path.join(self._dir, "child.log"), "ab")  # noqa: SIM115 - lives with the child
+        if self._killed:
+            raise NativeStageError("the worker was stopped (its work was cancelled): no new job starts")
+        warm.release_log(self._log, self._log_path)  # a child that died leaves its log behind
+        env = child_env()
+        idle = warm.take(warm.key(env)) if self.warm else None
+        self.children += 1
+        if idle is not None:
+            self._proc, self._log, self._log_path, self._adopted = idle.proc, idle.log, idle.log_path, True
+            return idle.proc
+        self._adopted = False
+        self._log_path = os.path.join(self._dir, "child.log")
+        self._log = open(self._log_path, "ab")  # noqa: SIM115 - lives with the child
         cmd = [sys.executable, "-c", "from etlens.builder.child import main; main()", *self.prewarm]
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=None if self.verbose else self._log, env=child_env(), text=True,
+                                      stderr=None if self.verbose else self._log, env=env, text=True,
                                       bufsize=1)
-        self.children += 1
         return self._proc
 
     def ready(self) -> bool:
@@ -206,13 +226,16 @@ class Worker:
         proc = self._proc
         if proc is None or proc.stdout is None:
             return False
-        if self.jobs or proc.poll() is not None:
+        if self.jobs or self._adopted or proc.poll() is not None:
             return True
         readable, _, _ = select.select([proc.stdout], [], [], 0)
         return bool(readable)
 
     def kill(self) -> None:
-        """Stop the child now, whatever it is doing (a job in flight then fails), and clean up."""
+        """Stop the child now, whatever it is doing (a job in flight then fails), and clean up; a job submitted
+        later fails at once instead of starting a new child (the work was cancelled: e.g. the build it raced
+        failed)."""
+        self._killed = True
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.kill()
@@ -221,6 +244,8 @@ class Worker:
 
     def workdir(self) -> str:
         """A fresh scratch directory for the next job (removed by :meth:`close`)."""
+        if self._killed:
+            raise NativeStageError("the worker was stopped (its work was cancelled): no new job starts")
         path = os.path.join(self._dir, f"job{self.jobs + 1}")
         os.makedirs(path, exist_ok=True)
         return path
@@ -255,6 +280,7 @@ class Worker:
         timer = threading.Timer(timeout, proc.kill) if timeout else None
         if timer is not None:
             timer.start()
+        self._busy = True
         try:
             proc.stdin.write(job_path + "\n")
             proc.stdin.flush()
@@ -282,6 +308,7 @@ class Worker:
         finally:
             if timer is not None:
                 timer.cancel()
+            self._busy = not answer
         if timer is not None and not answer and timer.finished.is_set() and proc.poll() is not None:
             state["timed_out"] = timeout
         if answer == "done":
@@ -294,7 +321,7 @@ class Worker:
         if not answer:
             self._proc = None
             if not self.verbose:
-                with open(os.path.join(self._dir, "child.log"), encoding="utf-8", errors="replace") as f:
+                with open(str(self._log_path), encoding="utf-8", errors="replace") as f:
                     f.seek(log_start)
                     log = f.read()
         raise self._error(state, spec, code, log, params.get("describe"))
@@ -403,7 +430,13 @@ class Worker:
         """Stop the child (it finishes its current job first) and remove the scratch files."""
         import shutil
 
+        from . import warm
+
         proc, self._proc = self._proc, None
+        if (proc is not None and self.warm and not self._busy and self._log is not None and self._log_path is not None
+                and warm.give(proc, self._log, self._log_path, warm.key(child_env()))):
+            proc = None
+            self._log = self._log_path = None
         if proc is not None:
             try:
                 if proc.poll() is None and proc.stdin is not None:
@@ -415,7 +448,6 @@ class Worker:
                 proc.wait()
             if proc.stdout is not None:
                 proc.stdout.close()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        warm.release_log(self._log, self._log_path)
+        self._log = self._log_path = None
         shutil.rmtree(self._dir, ignore_errors=True)

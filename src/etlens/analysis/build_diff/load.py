@@ -145,13 +145,15 @@ def _one(paths: list[str], what: str, where: str) -> str | None:
     return paths[0] if paths else None
 
 
-def _debug_buffer(etdp: str) -> str | None:
+def _debug_buffer(etdp: str, alone: bool) -> str | None:
+    """The debug buffer of ``etdp``: ``<stem>.debug.bin`` / ``<stem>.bin``, else the folder's one ``.bin`` when
+    ``etdp`` is the folder's one dump (beside several dumps a lone buffer belongs to one of them, unknown which)."""
     stem = os.path.splitext(etdp)[0]
     for cand in (stem + ".debug.bin", stem + ".bin"):
         if os.path.exists(cand):
             return cand
     bins = glob.glob(os.path.join(os.path.dirname(etdp), "*.bin"))
-    return bins[0] if len(bins) == 1 else None
+    return bins[0] if alone and len(bins) == 1 else None
 
 
 def find_artifacts(path: str) -> BuildFiles:
@@ -169,7 +171,8 @@ def find_artifacts(path: str) -> BuildFiles:
     etrecord = _one(sorted(glob.glob(os.path.join(where, "*.etrecord"))), ".etrecord", where)
     dumps = sorted(glob.glob(os.path.join(where, "*.etdp")) + glob.glob(os.path.join(where, "*.etdump")))
     traces = sorted(glob.glob(os.path.join(where, "*.trace.json")))
-    return BuildFiles(pte=pte, etrecord=etrecord, etdumps=dumps, debug_buffers=[_debug_buffer(d) for d in dumps],
+    return BuildFiles(pte=pte, etrecord=etrecord, etdumps=dumps,
+                      debug_buffers=[_debug_buffer(d, len(dumps) == 1) for d in dumps],
                       trace=traces[0] if traces else None)
 
 
