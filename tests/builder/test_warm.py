@@ -1,7 +1,8 @@
 """Warm worker children (:mod:`etlens.builder.warm`): a closing worker hands its idle child to the next one.
 
-Real children (the ``list-operators`` and ``run`` jobs on the ExecuTorch runtime): the second worker
-gets the first one's process, a crashed or busy child is never handed on, a child started in another
+Real children (the runtime's ``list-operators`` once; otherwise a ``lower`` job on a missing file, which the
+child answers with a Python error and goes on: a job without torch's imports): the second worker gets the
+first one's process, a crashed or busy child is never handed on, a child started in another
 environment or directory serves nobody else, a worker that measures its own child never takes one,
 and ``keep_warm(0)`` stops the idle ones.
 """
@@ -44,48 +45,49 @@ def test_second_worker_gets_the_first_ones_child(pool):
     assert not _alive(pid)
 
 
+def _touch(worker) -> int:
+    """One job in ``worker``'s child (a Python error it survives); the child's pid."""
+    from etlens.builder.worker import NativeStageError
+
+    with pytest.raises(NativeStageError, match="lower failed: MissingDataError"):
+        worker.lower("/nonexistent/model.pt2", "/nonexistent/model.pte")
+    return worker.pid
+
+
 def test_crashed_child_is_not_kept_and_its_log_is_read(pool):
     from etlens.builder.worker import NativeStageError, Worker
 
     with Worker() as first:
-        first.list_operators()
-        pid = first.pid
+        pid = _touch(first)
     with Worker() as second:
-        second.list_operators()
-        assert second.pid == pid
+        assert _touch(second) == pid
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(NativeStageError, match=r"crashed in its child process \(killed by signal 9\)"):
-            second.list_operators()
-        assert second.list_operators() and second.pid != pid and second.children == 2
-        fresh = second.pid
+            second.lower("/nonexistent/model.pt2", "/nonexistent/model.pte")
+        fresh = _touch(second)
+        assert fresh != pid and second.children == 2
     with Worker() as third:
-        third.list_operators()
-        assert third.pid == fresh
+        assert _touch(third) == fresh
 
 
 def test_other_environment_directory_or_measuring_worker_gets_a_fresh_child(pool, monkeypatch, tmp_path):
     from etlens.builder.worker import Worker
 
     with Worker() as first:
-        first.list_operators()
-        pid = first.pid
+        pid = _touch(first)
     monkeypatch.setenv("ETLENS_TEST_MARK", "other")
     with Worker() as other_env:
-        other_env.list_operators()
-        assert other_env.pid != pid
+        assert _touch(other_env) != pid
     assert not _alive(pid)  # a full pool keeps the newest child: the one of the other environment
     monkeypatch.delenv("ETLENS_TEST_MARK")
     with Worker() as again:
-        again.list_operators()
-        pid = again.pid
+        pid = _touch(again)
     monkeypatch.chdir(tmp_path)
     with Worker() as other_dir:
-        other_dir.list_operators()
-        assert other_dir.pid != pid
+        assert _touch(other_dir) != pid
     monkeypatch.chdir(os.path.dirname(__file__))
     with Worker(warm=False) as measuring:
-        measuring.list_operators()
-        assert measuring.pid != pid
+        assert _touch(measuring) != pid
     with Worker(verbose=True) as shown:  # its stderr is the terminal: no log to hand on
         assert not shown.warm
 
@@ -95,8 +97,7 @@ def test_pool_off_stops_the_child(pool):
 
     pool.keep_warm(0)
     with Worker() as w:
-        w.list_operators()
-        pid = w.pid
+        pid = _touch(w)
     assert not _alive(pid) and pool.take(pool.key(os.environ.copy())) is None
 
 
