@@ -1,15 +1,18 @@
 """The llm-diff corpus (``tests/llm_diff/build.py``), built once per generator source into the fixture cache.
 
-``llm_diff_fp32`` (the fast tier) builds the ``fp32`` case alone (one export, ~95 CPU-s);
-``llm_diff_corpus`` (the heavy tier) adds the other cases, built as two more directories at once (ExecuTorch's
-``export_llama`` on seeded 4-layer checkpoints; 10-30 minutes on 2 busy cores, the 8da4w exports are the slow
-part). Both are session-scoped and cached in ``$ETLENS_FIXTURE_CACHE/llm_diff-<hash of build.py +
-export_llama.py + the case names>/``.
+``llm_diff_fp32`` (the fast tier) exports nothing of its own: its ``fp32`` is the LLM corpus's small
+``fp32_dynamic`` build (tests/llm, 2 layers, built for the first tier anyway) with faults planted in it and a
+16-token prompt. ``llm_diff_corpus`` (the heavy tier) builds this corpus's own ``fp32`` (4 layers, one export,
+~95 CPU-s) and the other cases, built as two more directories at once (ExecuTorch's
+``export_llama`` on seeded 4-layer checkpoints: the 8da4w export alone, minutes on 2 busy cores, the static and
+no-KV ones beside it) and ``q8_fault0``, fault seed 0 planted in the 8da4w build. Both are session-scoped
+and cached in ``$ETLENS_FIXTURE_CACHE/llm_diff-<hash of build.py + export_llama.py + the case names>/``.
 Each case is a ``SimpleNamespace`` with absolute paths (``pte``, ``etrecord``, ``checkpoint``,
 ``params_json``, ``dir``) and the manifest entry (``fault``, ``quantization``, ``dynamic_shape`` ...);
 ``fp32_fault0`` .. ``fp32_fault9`` are the fp32 build with fault seed N planted in the ``.pte``
 (:mod:`tests.llm_diff.plant`, milliseconds each, cached next to the corpus);
-``tokens`` is the 64-token prompt file.
+``tokens`` is the prompt file (64 tokens; 16 for the small build), ``n_tokens`` its length, ``n_layers`` the
+build's.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from types import SimpleNamespace
 import pytest
 
 from tests.conftest import HAS_EXECUTORCH, build_once
-from tests.llm_diff.build import fault_of
-from tests.llm_diff.plant import planted_pte
+from tests.llm_diff.build import PARAMS, fault_of
+from tests.llm_diff.plant import planted_pte, planted_q8_pte
 
 BUILD = Path(__file__).resolve().parent / "build.py"
 EXPORT_LLAMA = BUILD.parent.parent / "llm" / "export_llama.py"  # what build.py shares with tests/llm's builds
@@ -43,7 +46,7 @@ def _load(out: Path, cases: dict) -> None:
         cases[name] = ns
 
 
-def _corpus(heavy: bool) -> SimpleNamespace:
+def _corpus(heavy: bool = True) -> SimpleNamespace:
     if not HAS_EXECUTORCH:
         pytest.skip("needs the executorch extra to export and run the llm-diff corpus")
     from tests.llm_diff.build import CASES
@@ -56,10 +59,11 @@ def _corpus(heavy: bool) -> SimpleNamespace:
         # minutes each, and one after another they were the heavy tier's longest chain)
         from concurrent.futures import ThreadPoolExecutor
 
-        rest = [c for c in CASES if c not in FAST_CASES]
+        # the 8da4w export alone (minutes), the static and no-KV exports beside it
+        parts = [["q8"], [c for c in CASES if c not in FAST_CASES and c != "q8"]]
         with ThreadPoolExecutor(2) as pool:
             dirs = list(pool.map(lambda part: build_once("llm_diff", BUILD, (EXPORT_LLAMA,), args=tuple(part)),
-                                 (rest[0::2], rest[1::2])))
+                                 parts))
         for d in dirs:
             _load(d, cases)
     # fp32 planted faults of seeds 0..9: the fp32 build with one weight scaled in the .pte itself
@@ -73,19 +77,74 @@ def _corpus(heavy: bool) -> SimpleNamespace:
             d = out / "planted" / f"fp32_fault{seed}"
             if not (d / "model.pte").exists():
                 planted_pte(base.dir, fault_of(seed), str(d))
+    if heavy:  # the 8da4w fault of seed 0, planted in the q8 build (its scales doubled: plant.py)
+        q8 = cases["q8"]
+        d = Path(q8.dir).parent / "planted" / "q8_fault0"
+        with FileLock(str(Path(q8.dir).parent / ".plant.lock")):
+            if not (d / "model.pte").exists():
+                planted_q8_pte(q8.dir, fault_of(0), str(d))
+        cases["q8_fault0"] = SimpleNamespace(**{**vars(q8), "name": "q8_fault0", "dir": str(d),
+                                                "pte": str(d / "model.pte"), "etrecord": str(d / "etrecord.bin"),
+                                                "fault": {"seed": 0, **fault_of(0)}, "planted": "in the .pte"})
     for seed in range(PLANTED_SEEDS):
         name = f"fp32_fault{seed}"
         d = out / "planted" / name
         cases[name] = SimpleNamespace(**{**vars(base), "name": name, "dir": str(d), "pte": str(d / "model.pte"),
                                          "etrecord": str(d / "etrecord.bin"), "fault": {"seed": seed, **fault_of(seed)},
                                          "planted": "in the .pte"})
-    return SimpleNamespace(cases=cases, tokens=str(out / "tokens64.txt"), dir=str(out))
+    return SimpleNamespace(cases=cases, tokens=str(out / "tokens64.txt"), dir=str(out), n_layers=PARAMS["n_layers"],
+                           n_tokens=64)
+
+
+#: the fast tier's prompt on the small build: 16 tokens, and 16 generated fill its 32 positions
+SMALL_TOKENS = 16
+
+
+def _small() -> SimpleNamespace:
+    """The LLM corpus's ``fp32_dynamic`` build (tests/llm: 2 layers, 32 positions, the same export flags as
+    ``fp32`` here, built for the first tier anyway) with planted faults and a 16-token prompt."""
+    import random
+
+    from filelock import FileLock
+
+    from tests.llm.conftest import _load_llm, llm_corpus_dir
+
+    out = llm_corpus_dir("fp32_dynamic")
+    base = _load_llm(out)["fp32_dynamic"]
+    params = json.loads((Path(base.dir) / "params.json").read_text())
+    n_layers = params["n_layers"]
+    small = out / "llm_diff_small"
+    tokens = small / f"tokens{SMALL_TOKENS}.txt"
+    with FileLock(str(out / ".llm_diff_small.lock")):
+        if not tokens.exists():
+            small.mkdir(exist_ok=True)
+            rng = random.Random(SMALL_TOKENS)
+            tokens.write_text(" ".join(str(rng.randrange(1, params["vocab_size"])) for _ in range(SMALL_TOKENS)) + "\n")
+        for seed in range(PLANTED_SEEDS):
+            d = small / f"fp32_fault{seed}"
+            if not (d / "model.pte").exists():
+                planted_pte(base.dir, fault_of(seed, n_layers), str(d))
+    fp32 = SimpleNamespace(name="fp32", dir=base.dir, pte=base.pte, etrecord=base.etrecord,
+                           checkpoint=str(Path(base.dir) / "checkpoint.pth"),
+                           params_json=str(Path(base.dir) / "params.json"), params=params, fault=None)
+    cases = {"fp32": fp32}
+    for seed in range(PLANTED_SEEDS):
+        d = small / f"fp32_fault{seed}"
+        cases[f"fp32_fault{seed}"] = SimpleNamespace(**{
+            **vars(fp32), "name": f"fp32_fault{seed}", "dir": str(d), "pte": str(d / "model.pte"),
+            "etrecord": str(d / "etrecord.bin"), "fault": {"seed": seed, **fault_of(seed, n_layers)},
+            "planted": "in the .pte"})
+    return SimpleNamespace(cases=cases, tokens=str(tokens), dir=str(small), n_layers=n_layers,
+                           n_tokens=SMALL_TOKENS)
 
 
 @pytest.fixture(scope="session")
 def llm_diff_fp32() -> SimpleNamespace:
-    """The fast tier's part of the corpus: ``fp32`` and its planted faults ``fp32_fault0..9`` (one export)."""
-    return _corpus(heavy=False)
+    """The fast tier's corpus: the LLM corpus's small fp32 build as ``fp32`` (2 layers, a 16-token prompt) and
+    its planted faults ``fp32_fault0..9`` (no export of its own: the first tier builds that one anyway)."""
+    if not HAS_EXECUTORCH:
+        pytest.skip("needs the executorch extra to export and run the llm-diff corpus")
+    return _small()
 
 
 @pytest.fixture(scope="session")

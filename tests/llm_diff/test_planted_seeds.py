@@ -14,15 +14,15 @@ pytestmark = [pytest.mark.xdist_group("llm_diff")]
 
 
 @pytest.mark.slow
-def test_planted_fp32_layer_named_in_9_of_10_seeds_never_later(llm_diff_fp32):
+def test_planted_fp32_layer_named_in_9_of_10_seeds_never_later(llm_diff_corpus):
     from tests.llm_diff.conftest import PLANTED_SEEDS
 
-    rows, found = _planted(llm_diff_fp32, range(PLANTED_SEEDS))
+    rows, found = _planted(llm_diff_corpus, range(PLANTED_SEEDS))
     assert found >= 9, rows
 
 
 def test_planted_fp32_layer_named_for_two_seeds(llm_diff_fp32):
-    """The fast case: seeds 1 and 2 on the real runtime, each named exactly."""
+    """The fast case: seeds 1 and 2 on the real runtime (the small 2-layer build), each named exactly."""
     rows, found = _planted(llm_diff_fp32, [1, 2])
     assert found == 2, rows
 
@@ -46,6 +46,7 @@ def _planted(llm_diff_corpus, seeds):
             # the KV caches: bit-identical through the faulty layer (no fault weight is wk / wv), differing after it
             kv = res.kv
             assert all(kv.k_mean[i] == 0 and kv.v_mean[i] == 0 for i in range(f["layer"] + 1)), (rows[-1], kv.k_mean)
-            assert (kv.first_nonzero or {}).get("layer") == (f["layer"] + 1 if f["layer"] < 3 else None), rows[-1]
+            last = llm_diff_corpus.n_layers - 1
+            assert (kv.first_nonzero or {}).get("layer") == (f["layer"] + 1 if f["layer"] < last else None), rows[-1]
     print("\n".join(f"seed {s}: layers.{layer}.{wt} x{k} -> {named}" for s, layer, wt, k, named in rows))
     return rows, found

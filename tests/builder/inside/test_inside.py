@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import CORPUS, FAULTS
+from .conftest import CORPUS, FAST_FAULT, FAULTS
 
 #: one xdist worker builds the cases (two child processes) and runs these tests; the other worker goes on
 #: with other tests instead of waiting on the build's file lock
 pytestmark = pytest.mark.xdist_group("inside")
 
 
-@pytest.mark.parametrize("case", FAULTS)
-def test_injected_fault_is_first_divergence(inside_faults, case):
-    doc = inside_faults[case]
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[] if c == FAST_FAULT else pytest.mark.slow) for c in FAULTS])
+def test_injected_fault_is_first_divergence(request, case):
+    doc = request.getfixturevalue("inside_faults" if case == FAST_FAULT else "inside_docs")[case]
     assert "error" not in doc, doc["error"]
     fd = doc["first_divergence"]
     assert fd is not None, f"{case}: no value crosses SNR 10 dB"
