@@ -70,6 +70,7 @@ def test_crashed_child_is_not_kept_and_its_log_is_read(pool):
         assert _touch(third) == fresh
 
 
+@pytest.mark.slow  # five fresh children
 def test_other_environment_directory_or_measuring_worker_gets_a_fresh_child(pool, monkeypatch, tmp_path):
     from etlens.builder.worker import Worker
 
