@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import io
 from typing import Any
 
@@ -157,7 +158,7 @@ def to_schema(cls: Any, data: Any, schema_module: Any = None) -> Any:
     every object: on a 1000-layer program this turns ~6 s into well under a second.
     """
     if schema_module is None:
-        from torch._export.serde import schema as schema_module
+        schema_module = importlib.import_module("torch._export.serde.schema")
     return _converter(cls, schema_module)(data)
 
 
@@ -175,7 +176,7 @@ def _converter(cls: Any, schema: Any) -> Any:  # noqa: C901 - one branch per kin
 
     _Union = getattr(schema, "_Union", None)
     if _Union is None:
-        from torch._export.serde.union import _Union
+        _Union = importlib.import_module("torch._export.serde.union")._Union
     _UnionTag = sys.modules[_Union.__module__]._UnionTag
 
     if isinstance(cls, typing.ForwardRef):
@@ -195,7 +196,7 @@ def _converter(cls: Any, schema: Any) -> Any:  # noqa: C901 - one branch per kin
 
             return optional
         return _identity
-    if isinstance(cls, type) and issubclass(cls, _Union):  # type: ignore[arg-type]  # set when torch is there
+    if isinstance(cls, type) and issubclass(cls, _Union):
         hints = typing.get_type_hints(cls, globalns=vars(schema))
         names = tuple(f.name for f in dataclasses.fields(cls))
         setattr_ = object.__setattr__
