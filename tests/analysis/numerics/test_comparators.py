@@ -13,7 +13,12 @@ from etlens.analysis.comparators import (COMPARATORS, CosineComparator, L1Compar
                                           UnknownMetricError, get_comparator)
 from etlens.errors import EtlensError
 
-nc = pytest.importorskip("executorch.devtools.inspector.numerical_comparator")
+
+
+@pytest.fixture(scope="module")
+def nc():
+    """ExecuTorch's numerical comparators (imported when a test asks: the import costs ~10 CPU-s)."""
+    return pytest.importorskip("executorch.devtools.inspector.numerical_comparator")
 
 
 def _pairs():
@@ -29,7 +34,7 @@ def _pairs():
 
 @pytest.mark.parametrize("ours_cls,theirs_name", [(MSEComparator, "MSEComparator"), (L1Comparator, "L1Comparator"),
                                                   (SNRComparator, "SNRComparator")])
-def test_matches_executorch(ours_cls, theirs_name):
+def test_matches_executorch(nc, ours_cls, theirs_name):
     theirs = getattr(nc, theirs_name)()
     ours = ours_cls()
     for a, b in _pairs():
