@@ -80,6 +80,24 @@ def build_case(arch: str, config: str) -> SimpleNamespace:
         debug_buffer=str(arts / f"{arch}.debug.bin"), trace=str(arts / f"{arch}.trace.json"))
 
 
+def plain_files(arch: str, config: str) -> dict:
+    """The plain ExecuTorch flow's files of a content case (``build.py ... --plain``, run once, cached):
+    ``plain.json`` (``ok``, ``files`` or ``error``)."""
+    from filelock import FileLock
+
+    out = corpus_dir()
+    case_dir = out / f"{arch}-{config}"
+    doc = case_dir / "plain.json"
+    with FileLock(str(out / f".{arch}-{config}.plain.lock")):
+        if not doc.exists():
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+            proc = subprocess.run([sys.executable, str(HERE / "build.py"), str(out), arch, config, "--plain"],
+                                  capture_output=True, text=True, env=env, timeout=BUILD_TIMEOUT)
+            if not doc.exists():  # the child died natively
+                return {"ok": False, "error": f"plain flow exited with {proc.returncode}: {proc.stderr[-2000:]}"}
+    return json.loads(doc.read_text())
+
+
 @pytest.fixture(scope="session")
 def corpus_case():
     """``(arch, config) -> namespace`` of the built case (skips without ExecuTorch)."""

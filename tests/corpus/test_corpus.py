@@ -234,7 +234,7 @@ def test_report_page_lists_delegate_op_types_by_name(corpus_case, case, browser,
     page.close()
 
 
-CONTENT = CONTENT_CASES  # the cases whose build ran the plain flow to the end (tests/corpus/build.py)
+CONTENT = CONTENT_CASES  # the cases whose model also goes through the plain flow (tests/corpus/build.py --plain)
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.replace(":", "-"),
@@ -243,18 +243,21 @@ CONTENT = CONTENT_CASES  # the cases whose build ran the plain flow to the end (
 def test_report_content_equals_plain_flow(corpus_case, case, tmp_path):
     """``report --model``'s files say what a user's plain ExecuTorch flow's files say.
 
-    The build also ran the same model through plain ExecuTorch APIs (export, [pt2e], to_edge_transform_and_lower
-    with an ETRecord, to_executorch, the runtime with ETDump and a debug buffer; tests/corpus/build.py). The two
+    The same model also goes through plain ExecuTorch APIs (export, [pt2e], to_edge_transform_and_lower with an
+    ETRecord, to_executorch, the runtime with ETDump and a debug buffer; tests/corpus/build.py --plain). The two
     ``.pte`` are the same bytes, and the report built from each set of files has the same content
     (tests/report/content.py: delegation table, numeric-gap rows and values, unpaired explanations, op list).
     """
     from etlens.report import report_from_artifacts
     from tests.report.content import content_diffs, report_content
 
+    from tests.corpus.conftest import plain_files
+
     c = built(corpus_case, case)
-    plain = c.result.get("plain_files")
+    doc = plain_files(*case.split(":"))
+    plain = doc.get("files")
     with check(c, "content vs plain flow"):
-        assert plain, "the build did not run the plain flow"
+        assert plain, f"the plain flow failed: {doc.get('error')}\n{doc.get('traceback', '')}"
         with open(c.pte, "rb") as f, open(plain["pte"], "rb") as g:
             assert f.read() == g.read(), "report --model's .pte differs from the plain flow's"
         ours = report_from_artifacts(c.etdump, str(tmp_path / "a.html"), etrecord=c.etrecord,
