@@ -56,6 +56,19 @@ def pytest_configure(config) -> None:
     if HAS_EXECUTORCH and not config.option.collectonly and not controller:
         import executorch.exir  # noqa: F401
 
+        _corpus_hook()
+
+
+def _corpus_hook() -> None:
+    """Give this test process' children the corpus' start-up hook (tests/corpus/child_hook: it records
+    ExecuTorch's delegation info of a corpus build's lowering when tests/corpus/build.py asks for it, and costs
+    nothing otherwise). Set once for the whole session, so the warm worker child serves corpus builds and every
+    other test alike (its key is the environment)."""
+    hook = str(ROOT / "tests" / "corpus" / "child_hook")
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != hook]
+    os.environ["PYTHONPATH"] = os.pathsep.join([hook, *path])
+    os.environ["ETLENS_CORPUS_DELEGATION_DIR"] = str(CACHE / "corpus-hook" / str(os.getpid()))
+
 
 requires_executorch = pytest.mark.skipif(not HAS_EXECUTORCH, reason="needs the executorch extra")
 

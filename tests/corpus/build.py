@@ -10,8 +10,11 @@ the tests compare with etlens' answer from the ETRecord. ``... ARCH CONFIG --pla
 :data:`CONTENT_CASES`) writes ``plain/`` (the same model through plain ExecuTorch APIs: ``.pte``, ETRecord,
 ETDump, debug buffer) and ``plain.json``.
 
-Each case runs in its own process (the tests start it), so a crash of one build cannot take the
-test session down and independent builds run in parallel under pytest-xdist.
+The tests call :func:`build` in their own process (its toolchain work runs in the worker child that process
+keeps warm, so a native crash of a build is that child's, not the session's) and :func:`plain` in a fresh
+process (it runs the runtime in process); independent cases build in parallel under pytest-xdist. From the
+command line each runs in its own process; ExecuTorch's delegation info is recorded only where the process has
+``child_hook/`` on its ``PYTHONPATH`` and ``ETLENS_CORPUS_DELEGATION_DIR`` set, as the test session does.
 """
 
 from __future__ import annotations
@@ -37,19 +40,29 @@ CONFIGS = {
 }
 
 
-def _child_hook(case_dir: str) -> str:
-    """Make the report's worker child record ExecuTorch's delegation info of the lowering it does.
+def delegation_target(case_dir: str) -> str:
+    """Ask the worker children of this process to record ExecuTorch's delegation info of their next lowering.
 
-    The child inherits this process' environment: ``child_hook/`` first on ``PYTHONPATH`` (its
-    ``sitecustomize`` wraps ``to_edge_transform_and_lower`` at the child's start-up) and the file it
-    writes to. Returns that file's path.
+    The session's children start with ``child_hook/`` first on ``PYTHONPATH`` (tests/conftest.py sets it, with
+    ``ETLENS_CORPUS_DELEGATION_DIR``); its ``sitecustomize`` wraps ``to_edge_transform_and_lower`` and writes the
+    info to the path named in ``<dir>/target``, which this writes. Returns that path (removed first, so a stale
+    file from an earlier build never stands in for this one); :func:`build` removes the target after its build.
     """
     out = os.path.join(case_dir, "et_delegation.json")
-    hook = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child_hook")
-    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    os.environ["PYTHONPATH"] = os.pathsep.join([hook, *path])
-    os.environ["ETLENS_CORPUS_DELEGATION_OUT"] = out
+    if os.path.exists(out):
+        os.remove(out)
+    hook_dir = os.environ.get("ETLENS_CORPUS_DELEGATION_DIR")
+    if hook_dir:
+        os.makedirs(hook_dir, exist_ok=True)
+        with open(os.path.join(hook_dir, "target"), "w", encoding="utf-8") as f:
+            f.write(out)
     return out
+
+
+def _clear_target() -> None:
+    hook_dir = os.environ.get("ETLENS_CORPUS_DELEGATION_DIR")
+    if hook_dir and os.path.exists(os.path.join(hook_dir, "target")):
+        os.remove(os.path.join(hook_dir, "target"))
 
 
 def _plain_flow(model, inputs, *, backend: str, quantize: bool, trace: bool, out: str,
@@ -98,11 +111,15 @@ def _plain_flow(model, inputs, *, backend: str, quantize: bool, trace: bool, out
 
 
 def build(out_dir: str, arch: str, config: str) -> dict:
+    """Build one case through ``report_from_model`` in this process; write and return ``result.json``.
+
+    The tests call it in their own process (tests/corpus/conftest.py): the export runs here and the lowering and
+    the runs in the worker child this process keeps warm (:mod:`etlens.builder.warm`), so the corpus pays the
+    toolchain's imports once per test process, not once per case. Every error is recorded in the result (the
+    test reports it), never raised.
+    """
     import warnings
 
-    warnings.filterwarnings("ignore")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    sys.path.insert(0, root)
     from tests.corpus.models import build as build_model
 
     from etlens.report import report_from_model
@@ -110,20 +127,24 @@ def build(out_dir: str, arch: str, config: str) -> dict:
     case_dir = os.path.join(out_dir, f"{arch}-{config}")
     os.makedirs(case_dir, exist_ok=True)
     result: dict = {"arch": arch, "config": config, "ok": False}
-    delegation_out = _child_hook(case_dir)
+    delegation_out = delegation_target(case_dir)
     t0 = time.perf_counter()
     try:
-        model, inputs = build_model(arch)
-        rep = report_from_model(model, inputs, os.path.join(case_dir, "report.html"), name=arch, runs=2,
-                                inside_delegates=False,  # covered by tests/builder/inside (its own cases)
-                                progress=False, **CONFIGS[config])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model, inputs = build_model(arch)
+            rep = report_from_model(model, inputs, os.path.join(case_dir, "report.html"), name=arch, runs=2,
+                                    inside_delegates=False,  # covered by tests/builder/inside (its own cases)
+                                    progress=False, **CONFIGS[config])
         result.update(ok=True, files=rep.files, total_latency_ms=rep.total_latency_ms, worst_gap=rep.worst_gap)
         if os.path.exists(delegation_out):  # else the test says the reference is missing
             with open(delegation_out) as f:
                 result["et_delegation"] = json.load(f)
-    except BaseException as exc:  # noqa: B036 - recorded for the test to report
+    except Exception as exc:  # noqa: BLE001 - recorded for the test to report
         result["error"] = f"{type(exc).__name__}: {exc}"
         result["traceback"] = traceback.format_exc()[-4000:]
+    finally:
+        _clear_target()
     result["seconds"] = round(time.perf_counter() - t0, 2)
     with open(os.path.join(case_dir, "result.json"), "w") as f:
         json.dump(result, f, indent=1, default=str)
@@ -156,6 +177,7 @@ def plain(out_dir: str, arch: str, config: str) -> dict:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     if sys.argv[4:5] == ["--plain"]:
         doc = plain(*sys.argv[1:4])
         print(json.dumps({k: doc.get(k) for k in ("ok", "error")}))

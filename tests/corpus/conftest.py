@@ -1,9 +1,11 @@
-"""Corpus fixtures: each (architecture, config) is built once per source version, in its own process.
+"""Corpus fixtures: each (architecture, config) is built once per source version.
 
 ``corpus_case(case)`` returns the namespace of one built case (its report, artifacts and ExecuTorch's
 delegation info recorded at lowering time). Builds are cached under
 ``$ETLENS_FIXTURE_CACHE/corpus-<hash>/`` where the hash covers :data:`BUILD_SOURCES`, so a second
-session reuses them. Under pytest-xdist every case's
+session reuses them. A case builds in the test process that first needs it, its lowering and runs in the worker
+child that process keeps warm (one toolchain start-up per test process instead of two per case: about
+20 CPU-s a case). Under pytest-xdist every case's
 tests share one ``xdist_group``, so with ``--dist loadgroup`` the builds of different cases run in
 parallel processes and each is built once.
 """
@@ -23,7 +25,7 @@ import pytest
 from tests.conftest import CACHE, HAS_EXECUTORCH, ROOT
 
 HERE = Path(__file__).resolve().parent
-#: per-case wall time limit of one build (it runs in a child process)
+#: wall time limit of the plain flow of one case (it runs in a child process)
 BUILD_TIMEOUT = 900
 
 
@@ -57,20 +59,9 @@ def build_case(arch: str, config: str) -> SimpleNamespace:
     result = case_dir / "result.json"
     with FileLock(str(out / f".{arch}-{config}.lock")):
         if not result.exists():
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
-            try:
-                proc = subprocess.run([sys.executable, str(HERE / "build.py"), str(out), arch, config],
-                                      capture_output=True, text=True, env=env, timeout=BUILD_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                case_dir.mkdir(parents=True, exist_ok=True)
-                result.write_text(json.dumps({"arch": arch, "config": config, "ok": False,
-                                              "error": f"build timed out after {BUILD_TIMEOUT} s"}))
-            else:
-                if not result.exists():  # the child died natively (abort, segfault)
-                    case_dir.mkdir(parents=True, exist_ok=True)
-                    result.write_text(json.dumps({
-                        "arch": arch, "config": config, "ok": False,
-                        "error": f"build process exited with {proc.returncode}: {proc.stderr[-2000:]}"}))
+            from tests.corpus.build import build
+
+            build(str(out), arch, config)  # in this process; never raises (the error goes into result.json)
     data = json.loads(result.read_text())
     arts = case_dir / "report_artifacts"
     return SimpleNamespace(
