@@ -104,8 +104,9 @@ def tiny_llama_no_kv():
     from tests.llm.models import MAX_SEQ_LEN, PARAMS, PROMPT
 
     torch.manual_seed(0)
-    model = construct_transformer(ModelArgs(**{**PARAMS, "n_layers": 1}, max_seq_len=MAX_SEQ_LEN, max_context_len=MAX_SEQ_LEN,
-                                            use_kv_cache=False, enable_dynamic_shape=False))
+    model = construct_transformer(ModelArgs(**{**PARAMS, "n_layers": 1}, max_seq_len=MAX_SEQ_LEN,
+                                            max_context_len=MAX_SEQ_LEN, use_kv_cache=False,
+                                            enable_dynamic_shape=False))
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.fill_(1.0) if name.endswith("norm.weight") else p.normal_(0.0, 0.02 if p.dim() > 1 else 0.1)
