@@ -11,8 +11,9 @@ the tests compare with etlens' answer from the ETRecord. ``... ARCH CONFIG --pla
 ETDump, debug buffer) and ``plain.json``.
 
 The tests call :func:`build` in their own process (its toolchain work runs in the worker child that process
-keeps warm, so a native crash of a build is that child's, not the session's) and :func:`plain` in a fresh
-process (it runs the runtime in process); independent cases build in parallel under pytest-xdist. From the
+keeps warm, so a native crash of a build is that child's, not the session's) and :func:`plain` there too (the
+plain flow runs the runtime in process, as the tests that compare against pybindings do); independent cases
+build in parallel under pytest-xdist. From the
 command line each runs in its own process; ExecuTorch's delegation info is recorded only where the process has
 ``child_hook/`` on its ``PYTHONPATH`` and ``ETLENS_CORPUS_DELEGATION_DIR`` set, as the test session does.
 """
@@ -153,22 +154,24 @@ def build(out_dir: str, arch: str, config: str) -> dict:
 
 def plain(out_dir: str, arch: str, config: str) -> dict:
     """The plain ExecuTorch flow on a fresh build of the model (``--plain``): ``ARCH-CONFIG/plain.json`` holds
-    the files it wrote (``files``) or the error. Its own process and step, so the first tier's report build of a
-    content case does not pay for the heavy tier's comparison."""
+    the files it wrote (``files``) or the error, never raised. A step of its own, so the first tier's report
+    build of a content case does not pay for the heavy tier's comparison; the tests run it in their process
+    (as a user's script would: export, lower, the runtime through pybindings), where the toolchain is
+    imported already."""
     import warnings
 
-    warnings.filterwarnings("ignore")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    sys.path.insert(0, root)
     from tests.corpus.models import build as build_model
 
     case_dir = os.path.join(out_dir, f"{arch}-{config}")
     os.makedirs(case_dir, exist_ok=True)
     doc: dict = {"ok": False}
     try:
-        model, inputs = build_model(arch)
-        doc.update(ok=True, files=_plain_flow(model, inputs, out=os.path.join(case_dir, "plain"), **CONFIGS[config]))
-    except BaseException as exc:  # noqa: B036 - recorded for the test to report
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model, inputs = build_model(arch)
+            doc.update(ok=True, files=_plain_flow(model, inputs, out=os.path.join(case_dir, "plain"),
+                                                  **CONFIGS[config]))
+    except Exception as exc:  # noqa: BLE001 - recorded for the test to report
         doc["error"] = f"{type(exc).__name__}: {exc}"
         doc["traceback"] = traceback.format_exc()[-4000:]
     with open(os.path.join(case_dir, "plain.json"), "w") as f:

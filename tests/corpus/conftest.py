@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,8 +22,6 @@ import pytest
 from tests.conftest import CACHE, HAS_EXECUTORCH, ROOT
 
 HERE = Path(__file__).resolve().parent
-#: wall time limit of the plain flow of one case (it runs in a child process)
-BUILD_TIMEOUT = 900
 
 
 #: what a build depends on: the models, the build script, and the toolchain steps of the pipeline (as
@@ -72,8 +67,8 @@ def build_case(arch: str, config: str) -> SimpleNamespace:
 
 
 def plain_files(arch: str, config: str) -> dict:
-    """The plain ExecuTorch flow's files of a content case (``build.py ... --plain``, run once, cached):
-    ``plain.json`` (``ok``, ``files`` or ``error``)."""
+    """The plain ExecuTorch flow's files of a content case (:func:`tests.corpus.build.plain`, run once in this
+    process, cached): ``plain.json`` (``ok``, ``files`` or ``error``)."""
     from filelock import FileLock
 
     out = corpus_dir()
@@ -81,11 +76,9 @@ def plain_files(arch: str, config: str) -> dict:
     doc = case_dir / "plain.json"
     with FileLock(str(out / f".{arch}-{config}.plain.lock")):
         if not doc.exists():
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
-            proc = subprocess.run([sys.executable, str(HERE / "build.py"), str(out), arch, config, "--plain"],
-                                  capture_output=True, text=True, env=env, timeout=BUILD_TIMEOUT)
-            if not doc.exists():  # the child died natively
-                return {"ok": False, "error": f"plain flow exited with {proc.returncode}: {proc.stderr[-2000:]}"}
+            from tests.corpus.build import plain
+
+            plain(str(out), arch, config)  # never raises (the error goes into plain.json)
     return json.loads(doc.read_text())
 
 
