@@ -93,9 +93,10 @@ def quantize_pt2e(model: Any, inputs: tuple, backend_config: str | BackendConfig
             raise EtlensError(f"backend {cfg.name!r} has no quantizer; run without quantization or pass "
                               "quantizer=… (a pt2e Quantizer)")
         quantizer = cfg.quantizer_factory()
-    from .pattern_cache import install
+    from . import histogram_search, pattern_cache
 
-    install()  # the quantizer's module is imported now: its pattern graphs come from the process' cache
+    pattern_cache.install()  # the quantizer's module is imported now: its pattern graphs come from the process' cache
+    histogram_search.install()  # the same ranges, found without a tensor operation per search step
     inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
     gm = module_for_pt2e(exported) if exported is not None else capture_for_pt2e(model, inputs)
     prepared = prepare_pt2e(gm, integer_safe(quantizer))
