@@ -1,26 +1,25 @@
 #!/usr/bin/env bash
 # Create .venv and install etlens with every extra its tests need, plus Debian's chromium and Java (Spark).
 # Safe to rerun: every step is skipped when already done.
+#
+# On a fresh machine the Debian packages (one apt-get update, one install) download and unpack in the
+# background while pip installs the Python side; pip does not byte-compile the 23,000 modules it unpacks
+# (--no-compile: Python compiles a module the first time it is imported, and only a fraction ever is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if ! command -v chromium >/dev/null 2>&1; then
+debs=()
+command -v chromium >/dev/null 2>&1 || debs+=(chromium fonts-dejavu-core)  # browser tests
+command -v java >/dev/null 2>&1 || debs+=(default-jre-headless)            # Spark tests of etlens.fleet
+command -v gcc >/dev/null 2>&1 || debs+=(gcc libc6-dev)                    # tests/qnn builds a small shim library
+apt_pid=""
+apt_log=$(mktemp "${TMPDIR:-/tmp}/etlens-setup-apt.XXXXXX")
+if [ ${#debs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  echo "== installing Debian chromium (browser tests)"
-  $SUDO apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
-fi
-if ! command -v java >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  echo "== installing Debian default-jre-headless (Spark tests of etlens.fleet)"
-  $SUDO apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq default-jre-headless >/dev/null
-fi
-if ! command -v gcc >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  echo "== installing Debian gcc (tests/qnn builds a small shim library for the QNN libraries)"
-  $SUDO apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gcc libc6-dev >/dev/null
+  echo "== installing Debian ${debs[*]} (in the background)"
+  ( $SUDO apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${debs[@]}" ) >"$apt_log" 2>&1 &
+  apt_pid=$!
 fi
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
@@ -30,10 +29,19 @@ stamp=.venv/.etlens-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   echo "== installing torch==2.13.0 and etlens[executorch,dev]"
   log=.venv/pip-install.log
-  if ! { .venv/bin/pip install -q -c constraints.txt torch==2.13.0 &&
-         .venv/bin/pip install -q -c constraints.txt -e ".[executorch,dev]" &&
-         .venv/bin/pip install -q --no-deps tosa-tools==2026.5.0; } >"$log" 2>&1; then  # cortex_m, see pyproject
-    tail -n 60 "$log"; echo "setup: pip install failed (full log: $log)" >&2; exit 1
+  pip=(.venv/bin/pip install -q --no-compile)
+  if ! { "${pip[@]}" -c constraints.txt torch==2.13.0 &&
+         "${pip[@]}" -c constraints.txt -e ".[executorch,dev]" &&
+         "${pip[@]}" --no-deps tosa-tools==2026.5.0; } >"$log" 2>&1; then  # cortex_m, see pyproject
+    tail -n 60 "$log"; echo "setup: pip install failed (full log: $log)" >&2
+    [ -z "$apt_pid" ] || wait "$apt_pid" || true
+    exit 1
   fi
   touch "$stamp"
 fi
+if [ -n "$apt_pid" ]; then
+  if ! wait "$apt_pid"; then
+    tail -n 40 "$apt_log"; echo "setup: apt-get install ${debs[*]} failed (log: $apt_log)" >&2; exit 1
+  fi
+fi
+rm -f "$apt_log"
