@@ -1,22 +1,23 @@
-"""Build the llm-diff corpus: 4-layer Llamas from seeded checkpoints, exported by ExecuTorch's ``export_llama``.
+"""Build the llm-diff corpus: 4-layer Llamas from one seeded checkpoint, exported by ExecuTorch's ``export_llama``.
 
 ``python tests/llm_diff/build.py OUT_DIR [case ...]`` writes, per case, ``OUT_DIR/<case>/`` with
 ``model.pte``, ``etrecord.bin`` (``--generate_etrecord``), ``checkpoint.pth``, ``params.json`` and
 ``export.log``, and merges ``OUT_DIR/manifest.json`` (``{case: {...}}``: file names relative to
 OUT_DIR, the export flags, the checkpoint's seed and, for a planted fault, the disturbed layer).
-``OUT_DIR/tokens64.txt`` holds the 64 seeded prompt tokens the tests feed.
 
-Every build comes from the same seeded base checkpoint (one model, several builds), except the
-planted faults: the base checkpoint with one weight of one layer disturbed. The layer, the
-weight (``attention.wq`` / ``attention.wo`` / ``feed_forward.w1`` / ``feed_forward.w2``) and the
-factor are drawn from the fault's seed (:func:`fault_of`), so the truth is known per case.
+The model is the phase corpus's (tests/llm/build_phases.py: its ``PARAMS``, ``MAX_SEQ_LEN`` and checkpoint
+seed), so its two exports are this corpus's ``fp32`` (``-kv --use_sdpa_with_kv_cache -X``: the custom
+``llama::update_cache`` / ``llama::custom_sdpa`` ops, dynamic shapes) and ``fp32_static``
+(``--disable_dynamic_shape``: one token per call), built once for both corpora (tests/llm_diff/conftest.py
+reads them from the phase corpus). This script builds the other two from the same checkpoint: ``q8``
+(``-qmode 8da4w -G 32``) and ``fp32_nokv`` (no KV cache: the whole prefix per call). :func:`write_tokens`
+draws the 64 seeded prompt tokens the tests feed.
 
-Builds: ``fp32`` (``-kv --use_sdpa_with_kv_cache -X``: the custom ``llama::update_cache`` /
-``llama::custom_sdpa`` ops, dynamic shapes), ``fp32_static`` (``--disable_dynamic_shape``: one
-token per call), ``fp32_nokv`` (no KV cache: the whole prefix per call), ``q8`` (``-qmode 8da4w -G
-32``). Faults are planted by the tests in the fp32 and q8 ``.pte`` files (``plant.py``). The export
-runs in a child process (it imports a lot, as export_llama's own CLI). Exports take 0.5-1.5 min (fp32;
-95 CPU-s measured) and 2-5 min (8da4w) each on 2 busy cores.
+Planted faults are made by the tests in the fp32 and q8 ``.pte`` files (``plant.py``): the base checkpoint
+with one weight of one layer scaled; the layer, the weight (``attention.wq`` / ``attention.wo`` /
+``feed_forward.w1`` / ``feed_forward.w2``) and the factor are drawn from the fault's seed (:func:`fault_of`),
+so the truth is known per case. The export runs in a child process (it imports a lot, as export_llama's own
+CLI): ~1 min of CPU (fp32) and ~3 min (8da4w) each.
 """
 
 from __future__ import annotations
@@ -26,13 +27,11 @@ import random
 import sys
 import time
 
-from tests.llm.export_llama import (export_in_child, export_llama, save_checkpoint, script_main, seeded_state_dict,
-                                    write_params)
+from tests.llm.build_phases import MAX_SEQ_LEN, MODES, PARAMS
+from tests.llm.build_phases import SEED as BASE_SEED
+from tests.llm.export_llama import (KV_SDPA_XNNPACK, export_in_child, export_llama, save_checkpoint, script_main,
+                                    seeded_state_dict, write_params)
 
-PARAMS = {"dim": 64, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 256, "multiple_of": 32,
-          "norm_eps": 1e-5, "rope_theta": 10000.0}
-MAX_SEQ_LEN = 80
-BASE_SEED = 20261126
 KV = ["-kv", "--use_sdpa_with_kv_cache"]
 Q8 = ["-qmode", "8da4w", "-G", "32"]
 FAULT_WEIGHTS = ("attention.wq", "attention.wo", "feed_forward.w1", "feed_forward.w2")
@@ -48,6 +47,11 @@ CASES: dict[str, dict] = {
     # byte the export of the disturbed checkpoint), which saves an fp32 export (95 CPU-s) per fp32 seed and
     # an 8da4w export (~5 CPU-min) per run.
 }
+
+
+#: the cases the phase corpus exports (the same checkpoint and flags): case -> its shape mode there
+FROM_PHASES = {"fp32": "dynamic", "fp32_static": "static"}
+assert all(CASES[c]["flags"] == [*KV_SDPA_XNNPACK, *MODES[m]] for c, m in FROM_PHASES.items())
 
 
 def fault_of(seed: int, n_layers: int = PARAMS["n_layers"]) -> dict:
@@ -83,25 +87,30 @@ def export_child(case: str, d: str) -> None:
 def build(out: str, case: str) -> dict:
     d = os.path.join(out, case)
     os.makedirs(d, exist_ok=True)
-    spec = CASES[case]
     write_params(d, PARAMS)
     t0 = time.time()
     if not os.path.exists(os.path.join(d, "model.pte")):
         export_in_child(__file__, case, d)
-    rel = case + "/"
+    return {**entry(case, case + "/"), "export_seconds": round(time.time() - t0, 1)}
+
+
+def entry(case: str, rel: str) -> dict:
+    """The manifest entry of ``case`` whose files are in the directory ``rel`` (relative, ending in ``/``)."""
+    spec = CASES[case]
     return {"pte": rel + "model.pte", "etrecord": rel + "etrecord.bin", "checkpoint": rel + "checkpoint.pth",
             "params_json": rel + "params.json", "params": PARAMS, "flags": spec["flags"],
             "kv_cache": "-kv" in spec["flags"], "dynamic_shape": "--disable_dynamic_shape" not in spec["flags"],
             "quantization": "8da4w" if "8da4w" in spec["flags"] else None,
             "fault": None if spec["fault"] is None else {"seed": spec["fault"], **fault_of(spec["fault"])},
-            "max_seq_len": MAX_SEQ_LEN, "export_seconds": round(time.time() - t0, 1)}
+            "max_seq_len": MAX_SEQ_LEN}
 
 
 def write_tokens(out: str) -> None:
+    """``OUT/tokens64.txt``: the 64 seeded prompt tokens."""
     rng = random.Random(BASE_SEED)
     with open(os.path.join(out, "tokens64.txt"), "w") as f:
         f.write(" ".join(str(rng.randrange(1, PARAMS["vocab_size"])) for _ in range(64)) + "\n")
 
 
 if __name__ == "__main__":
-    script_main(sys.argv[1:], names=list(CASES), build=build, export_child=export_child, before=write_tokens)
+    script_main(sys.argv[1:], names=[c for c in CASES if c not in FROM_PHASES], build=build, export_child=export_child)

@@ -215,13 +215,17 @@ def test_not_comparable_is_one_line_and_writes_nothing(llm_diff_fp32, tmp_path):
     assert len(lines) == 1 and "not comparable" in lines[0], r["stderr"]
 
 
-@pytest.mark.parametrize("case,what", [("fp32", "the KV cache's 80 positions"),
-                                       ("fp32_nokv", "the 79 tokens the program takes per call")])
+@pytest.mark.parametrize("case,what", [("fp32", "the KV cache's {n} positions"),
+                                       ("fp32_nokv", "the {m} tokens the program takes per call")])
 @pytest.mark.slow
 def test_generate_beyond_what_the_build_holds_is_one_line(llm_diff_corpus, tmp_path, case, what):
     """Checked from the .pte before anything runs (get_max_seq_len / the input's length): no child, no output."""
-    r = _diff(llm_diff_corpus, case, case, "--generate", "17", out_dir=tmp_path)
+    n = llm_diff_corpus.max_seq_len
+    # a KV cache holds n positions; the no-KV program takes n - 1 tokens, and the last token generated is never fed
+    room = n - 64
+    r = _diff(llm_diff_corpus, case, case, "--generate", str(room + 1), out_dir=tmp_path)
     assert r["rc"] == 1 and r["doc"] is None and not os.path.exists(r["out"])
     lines = [ln for ln in r["stderr"].splitlines() if ln.strip()]
-    assert len(lines) == 1 and "64 prompt tokens + 17 to generate exceed " + what in lines[0], r["stderr"]
-    assert "at most 16" in lines[0]
+    what = what.format(n=n, m=n - 1)
+    assert len(lines) == 1 and f"64 prompt tokens + {room + 1} to generate exceed " + what in lines[0], r["stderr"]
+    assert f"at most {room}" in lines[0]
