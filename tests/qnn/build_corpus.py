@@ -80,6 +80,9 @@ def _quantize(model, inputs, soc):
     from executorch.backends.qualcomm.serialization.qc_schema import QcomChipset
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+    from etlens.builder import histogram_search
+
+    histogram_search.install()  # the same ranges as torchao's own search, without a tensor operation per step
     gm = torch.export.export(model, inputs, strict=True).module()
     gm = prepare_pt2e(gm, QnnQuantizer(soc_model=getattr(QcomChipset, soc)))
     gm(*inputs)
