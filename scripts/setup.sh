@@ -4,7 +4,8 @@
 #
 # On a fresh machine the Debian packages (one apt-get update, one install) download and unpack in the
 # background while pip installs the Python side; pip does not byte-compile the 23,000 modules it unpacks
-# (--no-compile: Python compiles a module the first time it is imported, and only a fraction ever is).
+# (--no-compile: Python compiles a module the first time it is imported, and only a fraction ever is;
+# scripts/test.sh makes sure it may keep what it compiled).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

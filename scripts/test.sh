@@ -34,6 +34,10 @@ for a in "$@"; do
   esac
 done
 bash scripts/setup.sh
+# Let Python keep the modules it compiles (setup.sh installs without compiling; .gitignore has __pycache__/).
+# With PYTHONDONTWRITEBYTECODE set, each of the suite's hundreds of processes would compile every module it
+# imports again: torch, ExecuTorch, etlens, and pytest's rewrite of every test module on each worker.
+unset PYTHONDONTWRITEBYTECODE
 export ETLENS_FIXTURE_CACHE=${ETLENS_FIXTURE_CACHE:-$PWD/.cache/fixtures}
 export ETLENS_NO_SKIP=${ETLENS_NO_SKIP:-1}
 pytest_cmd=(.venv/bin/python -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider -m "$marker" ${args[@]+"${args[@]}"})
