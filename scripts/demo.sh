@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+unset PYTHONDONTWRITEBYTECODE  # the report's worker child imports what this process compiled (setup.sh: --no-compile)
 exec .venv/bin/etlens report --demo -o "${1:-out/report.html}"

@@ -19,7 +19,7 @@ from tests.llm_diff.reference import token_stats
 
 #: the fast tier's cases run on llm_diff_fp32 (the LLM corpus's small fp32 build and faults planted in it); the
 #: rest on the 4-layer builds of llm_diff_corpus (slow)
-pytestmark = [pytest.mark.xdist_group("llm_diff")]
+pytestmark = [pytest.mark.xdist_group("llm")]  # the LLM and phase corpora's builds are shared: one worker builds them
 
 _RUNS: dict = {}
 

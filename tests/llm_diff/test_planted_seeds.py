@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = [pytest.mark.xdist_group("llm_diff")]
+pytestmark = [pytest.mark.xdist_group("llm")]  # the LLM and phase corpora's builds are shared: one worker builds them
 
 
 @pytest.mark.slow
