@@ -14,8 +14,9 @@ command -v chromium >/dev/null 2>&1 || debs+=(chromium fonts-dejavu-core)  # bro
 command -v java >/dev/null 2>&1 || debs+=(default-jre-headless)            # Spark tests of etlens.fleet
 command -v gcc >/dev/null 2>&1 || debs+=(gcc libc6-dev)                    # tests/qnn builds a small shim library
 apt_pid=""
-apt_log=$(mktemp "${TMPDIR:-/tmp}/etlens-setup-apt.XXXXXX")
+apt_log=""
 if [ ${#debs[@]} -gt 0 ]; then
+  apt_log=$(mktemp "${TMPDIR:-/tmp}/etlens-setup-apt.XXXXXX")
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   echo "== installing Debian ${debs[*]} (in the background)"
   ( $SUDO apt-get update -qq &&
@@ -45,4 +46,4 @@ if [ -n "$apt_pid" ]; then
     tail -n 40 "$apt_log"; echo "setup: apt-get install ${debs[*]} failed (log: $apt_log)" >&2; exit 1
   fi
 fi
-rm -f "$apt_log"
+[ -z "$apt_log" ] || rm -f "$apt_log"
