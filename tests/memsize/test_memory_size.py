@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from tests.conftest import requires_executorch
+
 from etlens.analysis.memory import analyze_memory, attach_etrecord
 from etlens.analysis.size import analyze_size
 from etlens.cli.main import main
@@ -51,25 +53,58 @@ def test_fixtures_memory_and_size(artifacts):
         _check_size(data, case.pte)
 
 
-def test_corpus_memory_and_size(corpus):
-    assert sorted(corpus) == ["resnet_fp32", "resnet_int8"]
-    _check_corpus(corpus)
+#: corpus builds (tests/corpus, ``architecture:config``) checked here; they are read, not lowered again: each test
+#: shares its case's ``xdist_group`` with tests/corpus/test_corpus.py. The first tier's two are the corpus' own
+#: first-tier builds (an int8 CNN in XNNPACK, a decoder on portable kernels); the rest run with the heavy corpus
+CORPUS_FAST = ("resnet:int8-xnnpack", "gpt2:fp32-portable")
+CORPUS_HEAVY = ("resnet:fp32-xnnpack", "vit:fp32-xnnpack", "vit:int8-xnnpack", "convnext:fp32-xnnpack",
+                "bert:int8-xnnpack")
 
 
-@pytest.mark.slow
-def test_corpus_rest_memory_and_size(corpus_rest):
-    assert len(corpus_rest) == 4
-    _check_corpus(corpus_rest)
+@requires_executorch
+@pytest.mark.parametrize("case", [
+    pytest.param(c, id=c.replace(":", "-"),
+                 marks=[pytest.mark.xdist_group(c)] + ([] if c in CORPUS_FAST else [pytest.mark.corpus]))
+    for c in CORPUS_FAST + CORPUS_HEAVY])
+def test_corpus_memory_and_size(case):
+    from tests.corpus.conftest import build_case
+
+    pytest.importorskip("transformers")
+    built = build_case(*case.split(":"))
+    assert built.result.get("ok"), built.result.get("error")
+    data = open(built.pte, "rb").read()
+    _check_memory(data, built.pte)
+    _check_size(data, built.pte)
+    kinds = {p.kind for p in analyze_size(data, built.pte).parts}
+    assert {"header", "program", "padding"} <= kinds, kinds
+    # a delegated program carries its XNNPACK payload; a portable one has none
+    assert ("delegate" in kinds) == case.endswith("-xnnpack"), kinds
 
 
-def _check_corpus(corpus):
-    kinds = set()
-    for name, path in corpus.items():
-        data = path.read_bytes()
-        _check_memory(data, name)
-        _check_size(data, name)
-        kinds |= {p.kind for p in analyze_size(data, name).parts}
-    assert {"header", "program", "delegate", "padding"} <= kinds
+@requires_executorch
+def test_elided_static_view_is_an_alias_not_a_conflict():
+    """ExecuTorch emits no instruction for a static, memory-planned view (``input_ids.view(-1, n)`` before an
+    embedding, as GPT-2 does): the view is a value of its own on its base's bytes that nothing writes. That is
+    an alias; a planner bug (the same bytes written twice while both are live) stays a conflict."""
+    import torch
+
+    from etlens.builder.pipeline import lower
+
+    class ViewThenEmbed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = torch.nn.Embedding(32, 8)
+
+        def forward(self, ids):
+            return self.emb(ids.view(-1, ids.shape[-1])) * 2.0
+
+    _, _, et = lower(ViewThenEmbed().eval(), (torch.arange(16).reshape(1, 16),), backend="portable")
+    m = analyze_memory(read_pte_bytes(et.buffer, "view.pte")).methods[0]
+    aliases = [o for o in m.overlaps if o.kind == "alias"]
+    assert aliases and not [o for o in m.overlaps if o.kind == "conflict"], m.overlaps
+    assert "written by no instruction" in aliases[0].reason
+    ids = {aliases[0].a, aliases[0].b}
+    assert {t.value for t in m.tensors if t.role == "input"} & ids  # one side is the program's input
 
 
 def test_memory_lifetimes_and_peak_by_hand(artifacts):

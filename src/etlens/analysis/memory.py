@@ -19,8 +19,11 @@ per method and per arena:
 * overlaps: two tensors live at the same instruction whose byte ranges intersect. When they start
   at the same offset and one is produced from the other by a view-like instruction (``et_view``,
   ``view``/``alias``/``reshape`` kernels, a move) the overlap is an *alias* (intended: the runtime
-  reuses the base's memory); otherwise it is a *conflict*, i.e. a planner bug that would corrupt
-  data at run time.
+  reuses the base's memory). ExecuTorch's emitter also *elides* a static, memory-planned view: the view
+  gets a value of its own with its base's bytes and no instruction writes it. So two tensors with the
+  same offset and size of which one is written by nothing (no kernel's last argument, no delegate
+  argument, no move destination, not a method input) are an alias too. Otherwise the overlap is a
+  *conflict*, i.e. a planner bug that would corrupt data at run time.
 
 With an ETRecord, :func:`attach_etrecord` names the ATen node and module that produce each tensor
 (the instruction's debug handles, looked up in the ETRecord's graph).
@@ -196,6 +199,11 @@ def instruction_uses(plan: Any, ins: Any) -> list[int]:
         ids = [ins.value_index]
     else:
         ids = []
+    return _expand(plan, ids)
+
+
+def _expand(plan: Any, ids: list[Any]) -> list[int]:
+    """The value ids in ``ids`` that exist, each tensor list followed by its items."""
     out: list[int] = []
     n = len(plan.values)
     for v in ids:
@@ -256,7 +264,23 @@ def _is_view_like(label: str) -> bool:
     return low == "movecall" or low.split("::")[-1].split(".")[0] in _VIEW_OPS
 
 
-def _classify(a: PlannedTensor, b: PlannedTensor, plan: Any, instrs: list[Any], labels: list[str]) -> tuple[str, str]:
+def _written(plan: Any, instrs: list[Any]) -> set[int]:
+    """Values something may write: the method inputs (the caller), every kernel's last argument (ExecuTorch's
+    out-variant kernels take their output last), every delegate argument (inputs and outputs are not told
+    apart there), move destinations. A tensor outside this set is only ever read."""
+    out = set(plan.inputs)
+    for ins in instrs:
+        if ins.kind == "KernelCall" and ins.args:
+            out.update(_expand(plan, list(ins.args[-1:])))
+        elif ins.kind == "DelegateCall":
+            out.update(instruction_uses(plan, ins))
+        elif ins.kind == "MoveCall" and ins.move_to is not None:
+            out.add(ins.move_to)
+    return out
+
+
+def _classify(a: PlannedTensor, b: PlannedTensor, plan: Any, instrs: list[Any], labels: list[str],
+              written: set[int]) -> tuple[str, str]:
     """Alias (a view instruction ties the two at the same offset) or conflict (a planner bug)."""
     if a.offset == b.offset:
         for i in range(max(a.first, b.first), min(a.last, b.last) + 1):
@@ -266,6 +290,11 @@ def _classify(a: PlannedTensor, b: PlannedTensor, plan: Any, instrs: list[Any], 
                                  f"{a.offset}, the runtime reuses the base's memory")
         if labels and any(_is_view_like(labels[i]) for i in (a.first, b.first) if 0 <= i < len(labels)):
             return "alias", f"same start offset {a.offset} and produced by a view-like instruction"
+        if a.size == b.size:
+            for view, base in ((a, b), (b, a)):
+                if view.value not in written:
+                    return "alias", (f"value {view.value} is written by no instruction: a static view ExecuTorch "
+                                     f"emitted without one, on the bytes of value {base.value}")
     return "conflict", ("live at the same time with intersecting bytes and no view between them: a memory-planning "
                         "bug (one tensor overwrites the other at run time)")
 
@@ -340,6 +369,7 @@ def _overlaps(tensors: list[PlannedTensor], plan: Any, instrs: list[Any], labels
     checked, when it starts, against the tensors of its arena still live then (two lifetimes intersect
     exactly when one starts while the other is live)."""
     out = []
+    written = _written(plan, instrs)
     by_arena: dict[int, list[PlannedTensor]] = {}
     for t in tensors:
         if t.first >= 0 and t.size > 0:
@@ -354,7 +384,7 @@ def _overlaps(tensors: list[PlannedTensor], plan: Any, instrs: list[Any], labels
                     lo, hi = b.first, min(a.last, b.last)
                     first, second = (a, b) if (a.offset, a.value) <= (b.offset, b.value) else (b, a)
                     shared = min(a.offset + a.size, b.offset + b.size) - max(a.offset, b.offset)
-                    kind, reason = _classify(first, second, plan, instrs, labels)
+                    kind, reason = _classify(first, second, plan, instrs, labels, written)
                     out.append(Overlap(first.value, second.value, aid, (lo, hi), shared, kind, reason))
             active.append(b)
     return out
