@@ -11,7 +11,8 @@
 # Plain `pytest` runs tier 1 too (pyproject.toml's addopts); -m fuzz is the fuzzing target. Runs with
 # ETLENS_NO_SKIP=1 so that a skip (a missing extra, browser, Java) fails instead of hiding a regression
 # (tests/_no_skip.py: ALLOWED_SKIPS lists the data-dependent ones). Extra arguments go to pytest and win
-# (e.g. scripts/test.sh -k inspector).
+# (e.g. scripts/test.sh -k inspector). ETLENS_TEST_WORKERS sets the pytest-xdist workers (default 2: on 2 cores
+# tier 1 took 867 s with 2 workers and 920 s with 3, back to back; the tests are CPU-bound).
 #
 # --under-load runs the tests on a busy machine, on purpose: a busy loop on every core but one (or
 # --under-load=all: on every core; --under-load=N: N loops) for as long as the tests run, killed when
@@ -40,7 +41,8 @@ bash scripts/setup.sh
 unset PYTHONDONTWRITEBYTECODE
 export ETLENS_FIXTURE_CACHE=${ETLENS_FIXTURE_CACHE:-$PWD/.cache/fixtures}
 export ETLENS_NO_SKIP=${ETLENS_NO_SKIP:-1}
-pytest_cmd=(.venv/bin/python -m pytest -n 2 --dist loadgroup -q -p no:cacheprovider -m "$marker" ${args[@]+"${args[@]}"})
+workers=${ETLENS_TEST_WORKERS:-2}
+pytest_cmd=(.venv/bin/python -m pytest -n "$workers" --dist loadgroup -q -p no:cacheprovider -m "$marker" ${args[@]+"${args[@]}"})
 if [ -z "$load" ]; then
   exec "${pytest_cmd[@]}"
 fi
