@@ -31,7 +31,7 @@ stamp=.venv/.etlens-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   echo "== installing torch==2.13.0 and etlens[executorch,dev]"
   log=.venv/pip-install.log
-  # pip takes torch from this machine's own CPU build (PIP_FIND_LINKS); uv then fetches the other ~200
+  # pip takes torch from this machine's own CPU build (PIP_FIND_LINKS); uv then fetches the other ~170
   # packages in parallel (pip downloads them one by one: ~2 of the install's ~4 minutes). uv keeps the
   # installed torch (torch==2.13.0 is satisfied by 2.13.0+cpu) and compiles nothing, like pip --no-compile.
   pip=(.venv/bin/pip install -q --no-compile)
