@@ -56,9 +56,7 @@ def _save(et, out: str, name: str, done: dict) -> None:
     print("built", name, flush=True)
 
 
-#: 1024 wide: XNNPACK packs 16.8 MB of weights, well above the few MB two fresh processes' peaks differ by anyway
-#: (at 512 the packed 4.2 MB once came out as 2.3 MB from the independent with/without measurement)
-def main(out: str, width: int = 1024, layers: int = 4) -> None:
+def main(out: str, width: int = 512, layers: int = 4) -> None:
     import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
