@@ -43,6 +43,40 @@ def test_backend_error_names_the_exposure_exactly():
     assert _named_in_error(EtlensError("Output node 'aten__softmax_default'"), exps) == []
 
 
+def test_a_name_pointing_at_an_innocent_value_is_checked_and_taken_back(monkeypatch):
+    """int8 ViT: XNNPACK's passes renumber the subgraph, so the refused node's name can be another
+    exposure's. The build without that exposure fails naming the same node: it comes back, the
+    exposures are halved, and only the real culprit is listed as unexposed."""
+    from etlens.builder.inside import engine
+
+    monkeypatch.setattr(engine, "instrument", lambda src, exposures: (list(exposures), 0))
+    exps = [_exp(n, i) for i, n in enumerate(["conv", "cat", "add", "layer_norm", "linear", "gelu"])]
+    culprit, innocent = exps[2], exps[4]
+    builds: list[list[str]] = []
+
+    def cycles(gm, label):
+        builds.append([e.node for e in gm])
+        if culprit in gm:  # the refusal always names 'q_8'; the record gives that name to linear's output
+            outputs = [{"name": "q_8" if e is innocent else f"q_{e.node}", "target": "quantize", "args": []}
+                       for e in exps]
+            raise NativeStageError("lower failed: RuntimeError: Output node 'q_8' is already in the inputs.",
+                                   {"outputs": outputs})
+        return [], []
+
+    failed: list[dict] = []
+    done = engine._build(cycles, None, exps, failed)
+    assert [f["node"] for f in failed] == ["add"] and failed[0]["identified"] == "alone"
+    exposed = [e.node for b in done for e in b[0]]
+    assert sorted(exposed) == sorted(e.node for e in exps if e is not culprit)
+    assert builds[1] == [e.node for e in exps if e is not innocent]  # the name was tried first, then checked
+    # a name that points at the right value: the next build works and nothing comes back
+    failed, builds[:] = [], []
+    culprit, innocent = exps[4], exps[4]
+    done = engine._build(cycles, None, exps, failed)
+    assert [f["node"] for f in failed] == ["linear"] and failed[0]["identified"] == "named by the error"
+    assert len(builds) == 2
+
+
 @requires_executorch
 @pytest.mark.slow
 def test_worker_survives_errors_and_crashes(tmp_path):

@@ -29,7 +29,10 @@ cycle; a native abort fails a cycle, never the user's process). Given a
 export, the quantized module and the worker are the session's: nothing is exported, quantized or
 started again. The worker records each program
 output's edge name at partition time, so a backend error naming a node ("Output node
-'aten__softmax_default' is already in the inputs") maps exactly to the exposure to drop.
+'aten__softmax_default' is already in the inputs") maps to the exposure to drop. The name is
+checked by the next build: when it fails naming the same node again, the name pointed at an
+innocent value (int8 programs: XNNPACK's passes rebuild the delegate's subgraph and renumber its
+nodes), which is taken back, and the exposures are split in halves instead.
 
 Example::
 
@@ -159,12 +162,12 @@ def _named_in_error(exc: Exception, exposures: list[Exposure]) -> list[Exposure]
     and torch.fx renumbers names there (GPT-2's ``aten_add_tensor_1`` is refused as
     ``aten_add_tensor``): a name no output carries is then matched without its counter, but only
     when a single exposure has that base name (MobileViT's second ``softmax``); otherwise it names
-    nothing (halving). Rarely, a renumbered name equals another exposure's and is mistaken for it.
+    nothing (halving). A renumbered name can equal another exposure's (int8 ViT: XNNPACK's passes
+    rebuild the subgraph); :func:`_build` then sees the next build fail with the same name and takes
+    the exposure back.
     """
-    import re
-
     outputs = (getattr(exc, "details", {}) or {}).get("outputs") or []
-    names = set(re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", str(exc)))
+    names = _error_names(exc)
     named: list[Exposure] = []
     by_base: dict[str, list[Exposure]] = {}
     for e in exposures:
@@ -183,6 +186,13 @@ def _named_in_error(exc: Exception, exposures: list[Exposure]) -> list[Exposure]
     return named
 
 
+def _error_names(exc: Exception) -> set[str]:
+    """The quoted node names in a backend's error message (``'aten__softmax_default'``)."""
+    import re
+
+    return set(re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", str(exc)))
+
+
 def _base(name: str) -> str:
     """``aten__softmax_default_1`` -> ``aten__softmax_default`` (torch.fx's counter dropped)."""
     import re
@@ -191,18 +201,28 @@ def _base(name: str) -> str:
 
 
 def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[dict],
-           instrumented: tuple | None = None) -> list[tuple]:
+           instrumented: tuple | None = None, suspect: tuple | None = None) -> list[tuple]:
     """Lower + run with ``exposures`` exposed; on failure drop what the error names, else split in halves.
 
     Returns ``[(exposures, instrumented graph, n_original_outputs, outputs, where)]`` for every
     build that worked; exposures that fail alone (or that the backend's error points at, see
     :func:`_named_in_error`) go to ``failed`` with the error and how they were identified.
+    ``suspect`` is ``(error names, exposures dropped for them, the build's exposures before)`` when
+    this build retries without what the previous error named: failing with the same names again
+    proves the names pointed at the wrong values, which come back, and that build's exposures are
+    split in halves instead.
     """
     gm, n_orig = instrumented if instrumented is not None else instrument(src, exposures)
     try:
         outs, where = cycles(gm, f"instrumented build ({len(exposures)} values)")
         return [(list(exposures), gm, n_orig, outs, where)]
     except EtlensError as exc:  # lowering/running refused: isolate the culprit
+        names = _error_names(exc)
+        if suspect is not None and names and names == suspect[0]:
+            del failed[-len(suspect[1]):]  # appended just before this build: innocent after all
+            before = suspect[2]
+            half = len(before) // 2
+            return _build(cycles, src, before[:half], failed) + _build(cycles, src, before[half:], failed)
         first_line = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         named = _named_in_error(exc, exposures) if len(exposures) > 1 else []
         if len(exposures) == 1 or named:
@@ -211,7 +231,7 @@ def _build(cycles: _Cycles, src: Any, exposures: list[Exposure], failed: list[di
                 failed.append({"node": e.node, "aot_ops": e.ops, "error": f"{type(exc).__name__}: {first_line}",
                                "identified": how})
             rest = [e for e in exposures if e not in named]
-            return _build(cycles, src, rest, failed) if named and rest else []
+            return _build(cycles, src, rest, failed, suspect=(names, named, list(exposures))) if named and rest else []
         half = len(exposures) // 2
         return _build(cycles, src, exposures[:half], failed) + _build(cycles, src, exposures[half:], failed)
 
