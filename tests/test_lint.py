@@ -1,6 +1,6 @@
 """Lint and type checks as tests, so the README's test command runs them.
 
-* ``ruff check src tests benchmarks scripts`` with the rules in pyproject.toml (``[tool.ruff]``:
+* ``ruff check src tests benchmarks scripts docs`` with the rules in pyproject.toml (``[tool.ruff]``:
   pycodestyle E/W, pyflakes F, bugbear B; lines up to 120 characters), and ruff's own file list
   (``--show-files``) holds every ``.py`` file under those folders but the data folders pyproject
   excludes on purpose: ruff's default exclude skips folders such as ``dist``, ``venv``, ``_build``,
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: the folders ruff checks
-LINTED = ("src", "tests", "benchmarks", "scripts")
+#: the folders ruff checks: every folder of the repository with Python in it (docs: the screenshot scripts)
+LINTED = ("src", "tests", "benchmarks", "scripts", "docs")
 #: folders of input data that ruff skips on purpose (pyproject.toml ``[tool.ruff] extend-exclude``)
 DATA_EXCLUDES = ("tests/data", "tests/analysis/inspector/data")
 #: folder names git ignores (.gitignore): caches, never source
@@ -64,6 +64,16 @@ def test_ruff_checks_every_python_file():
     missing = sorted(on_disk - listed)
     assert not missing, (f"{len(missing)} .py files ruff does not check (a folder its default exclude skips?): "
                          f"{missing[:20]}")
+
+
+def test_every_tracked_python_file_is_in_a_linted_folder():
+    """No .py file that git tracks lives outside :data:`LINTED` (a new folder of scripts would go unchecked)."""
+    proc = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        pytest.skip(f"not a git checkout: {proc.stderr.strip()[:200]}")
+    tracked = [p for p in proc.stdout.splitlines() if p.strip()]
+    outside = [p for p in tracked if p.split("/", 1)[0] not in LINTED]
+    assert len(tracked) > 300 and not outside, outside[:20]
 
 
 def test_data_excludes_are_pyprojects():

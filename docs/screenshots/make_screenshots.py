@@ -4,7 +4,8 @@
 
 Real models: demo ``transformer`` and ``cnn`` (torch.export, ATen), demo ``mixed`` lowered with the
 XNNPACK partitioner (partially delegated), shown alone and side by side with its ATen graph and the
-``.pte``; its pass trace (``trace_passes``) at the lowering step; plus a 50k-node synthetic model opening as module boxes.
+``.pte``; its pass trace (``trace_passes``) at the lowering step; plus a 50k-node synthetic model opening as
+module boxes.
 """
 
 from __future__ import annotations
